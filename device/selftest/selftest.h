@@ -1,0 +1,77 @@
+/* device/selftest/selftest.h: argument structs of the dialect's self-test kernels, one per
+ * primitive family; shared by the kernels and the runtime / agent tests that launch them. */
+#ifndef HM_SELFTEST_H
+#define HM_SELFTEST_H
+
+#include "../dev_types.h"
+
+/* st_ids: out[8*global_id + k] = lid, cta, ncta, cta_size, lane, wave, nwaves, global id */
+struct st_ids_args { u64 out; };
+DEV_ARGS_CHECK(st_ids_args, 8);
+
+/* st_barrier: `rounds` LDS exchanges between barriers; out[global id] = checksum */
+struct st_barrier_args { u64 out; u32 rounds; u32 pad; };
+DEV_ARGS_CHECK(st_barrier_args, 16);
+#define ST_BARRIER_LDS_WORDS 1024
+
+/* st_wave: per work-item, from in[global id] (u32): out[8*gid + k] = shfl(lane+1),
+ * shfl_xor 5, ballot(v&1) low and high words, readfirstlane, f32 sum 32->1, f32 sum 1->32
+ * (in read as f32), max u32 */
+struct st_wave_args { u64 in; u64 out; };
+DEV_ARGS_CHECK(st_wave_args, 16);
+
+/* st_atomic: every work-item hits counters[0..9]: see st_atomic.cl for each slot */
+struct st_atomic_args { u64 counters; };
+DEV_ARGS_CHECK(st_atomic_args, 8);
+
+/* st_handoff: CTA 0 produces n words into data and raises flag to `tag`; CTA 1 waits (or
+ * not) and copies data to out. The mode bits choose which parts of the protocol run, so
+ * tests can show that dropping one fails on the software agent. */
+#define ST_HANDOFF_FENCE 1u    /* producer: wait for stores, barrier, release fence */
+#define ST_HANDOFF_WAIT 2u     /* consumer: poll the flag before reading */
+#define ST_HANDOFF_ACQUIRE 4u  /* consumer: acquire fence after the poll */
+#define ST_HANDOFF_PREREAD 8u  /* consumer: read the data once before polling (warm cache) */
+#define ST_HANDOFF_DEVSTORE 16u /* producer: device-scope (SC1) data stores, else plain */
+struct st_handoff_args { u64 data; u64 flag; u64 out; u32 n; u32 mode; u32 tag; u32 pad; };
+DEV_ARGS_CHECK(st_handoff_args, 40);
+
+/* st_gridbar: a persistent grid barrier run `epochs` times a launch. bar[0] = arrivals in
+ * the low 16 bits and a generation above them; out[cta] counts the epochs each CTA saw
+ * complete; arrive counts CTAs (the residency check's arrival counter). */
+struct st_gridbar_args { u64 bar; u64 out; u64 arrive; u32 epochs; u32 pad; };
+DEV_ARGS_CHECK(st_gridbar_args, 32);
+
+/* st_mfma: one wave runs matrix instruction `op` (ST_MFMA_*) on per-lane registers:
+ * a, b: 8 dwords a lane; c, d: 16 floats a lane; fmt_a is DEV_FMT_FP8 or DEV_FMT_FP4 for the
+ * scaled forms (B is fp8), scale_a / scale_b their E8M0 codes. */
+#define ST_MFMA_F32_16X16X4_F32 0
+#define ST_MFMA_F32_16X16X16_BF16 1
+#define ST_MFMA_F32_32X32X8_BF16 2
+#define ST_MFMA_F32_16X16X32_FP8 3
+#define ST_MFMA_F32_32X32X16_FP8 4
+#define ST_MFMA_F32_16X16X32_BF16 5          /* gfx950 */
+#define ST_MFMA_SCALE_F32_16X16X128_F8F6F4 6 /* gfx950 */
+#define ST_MFMA_SCALE_F32_32X32X64_F8F6F4 7  /* gfx950 */
+struct st_mfma_args { u64 a; u64 b; u64 c; u64 d; u32 op; u32 fmt_a; u32 fmt_b; u32 scale_a; u32 scale_b; u32 pad; };
+DEV_ARGS_CHECK(st_mfma_args, 56);
+
+/* st_cvt: out[i] = conversion `op` (ST_CVT_*) of in[i] for i < n */
+#define ST_CVT_PK_FP8 0    /* in f32 pairs -> out u32 of two bytes (low word) */
+#define ST_CVT_PK_BF8 1
+#define ST_CVT_FP8_F32 2   /* in: u32 code (low byte) -> f32 bits */
+#define ST_CVT_BF8_F32 3
+#define ST_CVT_BF16 4      /* in f32 -> bf16 bits */
+struct st_cvt_args { u64 in; u64 out; u32 n; u32 op; };
+DEV_ARGS_CHECK(st_cvt_args, 24);
+
+/* st_memory: copies in -> out (n words) through the policy `cp` (DEV_CP_*) by dev_ld/dev_st
+ * (u32), and through dev_buf (u32x4) into out2; buffer reads past `n` words return 0. */
+struct st_memory_args { u64 in; u64 out; u64 out2; u32 n; u32 cp; };
+DEV_ARGS_CHECK(st_memory_args, 32);
+
+/* st_poll: CTA 0 waits up to `ticks` (DEV_REALTIME_HZ) for flag == 1; out[0] = 1 if it saw
+ * it, 2 if it timed out; out[1] = poll rounds */
+struct st_poll_args { u64 flag; u64 out; u64 ticks; };
+DEV_ARGS_CHECK(st_poll_args, 24);
+
+#endif /* HM_SELFTEST_H */
