@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../device/selftest/selftest.h"
+#include "selftest/selftest.h"
 #include "codeobj_internal.h"
 #include "hm_codeobj.h"
 #include "hm_embedded.h"
