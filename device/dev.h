@@ -16,7 +16,9 @@
 #ifndef HM_DEV_H
 #define HM_DEV_H
 
+#include "dev_persist.h"
 #include "dev_types.h"
+#include "formats.h"
 
 /* ---------------------------------------------------------------- target selection */
 
@@ -360,8 +362,8 @@ DEV_LDST_HOST(u64)
 #endif
 
 /* Buffer access: a wave-uniform base and size, per-lane byte offsets, any policy, up to
- * 16 bytes an access. Out-of-range loads return 0 and out-of-range stores are dropped, on
- * the GPU (buffer range checking) and in the software agent alike. */
+ * 16 bytes an access. Out-of-range dwords read as 0 and are not stored, on the GPU (raw buffer
+ * range checking) and in the software agent alike. */
 #if defined(DEV_GPU)
 typedef struct { __amdgpu_buffer_rsrc_t rsrc; } dev_buf_t;
 /* gfx9 buffer descriptor word 3 for raw dword access (as composable_kernel uses on
@@ -387,17 +389,26 @@ DEV_INLINE dev_buf_t dev_buf(const void *base, u32 bytes) {
   dev_buf_t b = {(u8 *)base, bytes};
   return b;
 }
+/* The range check is per dword, as the hardware's for raw buffer accesses: a 16-byte access
+ * that straddles the end keeps the dwords before it. */
 #define DEV_BUF_HOST(T)                                                                     \
   DEV_INLINE T dev_buf_ld_##T##_h(dev_buf_t b, u32 off, int cp) {                           \
     T v;                                                                                    \
-    __builtin_memset(&v, 0, sizeof(v));                                                     \
-    if ((u64)off + sizeof(T) <= b.bytes)                                                    \
-      dev_host->load(b.base + off, &v, (u32)sizeof(T), (enum dev_cache_policy)cp);          \
+    u32 w[sizeof(T) / 4];                                                                   \
+    for (u32 i = 0; i < sizeof(T) / 4; i++) {                                               \
+      w[i] = 0;                                                                             \
+      if ((u64)off + 4 * i + 4 <= b.bytes)                                                  \
+        dev_host->load(b.base + off + 4 * i, &w[i], 4, (enum dev_cache_policy)cp);          \
+    }                                                                                       \
+    __builtin_memcpy(&v, w, sizeof(T));                                                     \
     return v;                                                                               \
   }                                                                                         \
   DEV_INLINE void dev_buf_st_##T##_h(dev_buf_t b, u32 off, T v, int cp) {                   \
-    if ((u64)off + sizeof(T) <= b.bytes)                                                    \
-      dev_host->store(b.base + off, &v, (u32)sizeof(T), (enum dev_cache_policy)cp);         \
+    u32 w[sizeof(T) / 4];                                                                   \
+    __builtin_memcpy(w, &v, sizeof(T));                                                     \
+    for (u32 i = 0; i < sizeof(T) / 4; i++)                                                 \
+      if ((u64)off + 4 * i + 4 <= b.bytes)                                                  \
+        dev_host->store(b.base + off + 4 * i, &w[i], 4, (enum dev_cache_policy)cp);         \
   }
 DEV_BUF_HOST(u32)
 DEV_BUF_HOST(u32x2)
@@ -464,6 +475,24 @@ DEV_INLINE u64 dev_poll_elapsed(const dev_poll_t *p) { return dev_realtime() - p
     dev_poll_done(&dev_poll_);                                                              \
   } while (0)
 
+/* ---------------------------------------------------------------- persistent launches */
+
+/* The first thing a persistent kernel does (hm_persistent_launch on the host): count this CTA in
+ * and wait for the verdict (device/dev_persist.h). Returns 1 when the whole grid arrived, 0 when
+ * the host gave up first (the grid is not resident); every work-item of the CTA gets the answer
+ * through `slot`, a word of the kernel's LDS struct. */
+DEV_INLINE u32 dev_persist_arrive(__global struct dev_persist *p, __local u32 *slot) {
+  if (dev_lid() == 0) {
+    u32 n = dev_ncta();
+    if (dev_atomic_add_u32(&p->arrived, 1u, DEV_RELAXED, DEV_SCOPE_SYSTEM) + 1u == n)
+      dev_atomic_cas_u32(&p->state, 0u, DEV_PERSIST_GO, DEV_RELAXED, DEV_SCOPE_SYSTEM);
+    DEV_POLL_UNTIL(dev_atomic_load_u32(&p->state, DEV_RELAXED, DEV_SCOPE_SYSTEM) != 0u);
+    *slot = dev_atomic_load_u32(&p->state, DEV_RELAXED, DEV_SCOPE_SYSTEM) == DEV_PERSIST_GO;
+  }
+  dev_barrier();
+  return *slot;
+}
+
 /* ---------------------------------------------------------------- hardware math */
 
 /* v_exp_f32, v_log_f32, v_rcp_f32, v_rsq_f32 (about 1 ulp on the GPU; libm on the host,
@@ -485,17 +514,8 @@ DEV_INLINE f32 dev_fma(f32 a, f32 b, f32 c) { return __builtin_fmaf(a, b, c); }
 
 /* ---------------------------------------------------------------- number conversions */
 
-/* fp32 -> bf16 bits, round to nearest even; NaN stays a quiet NaN. Integer arithmetic, so
- * the result is the same on every target. */
-DEV_INLINE u16 dev_bf16_bits(f32 x) {
-  u32 u = dev_bits_f32(x);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (u16)((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return (u16)(u >> 16);
-}
-DEV_INLINE f32 dev_bf16_f32(u16 b) { return dev_f32_bits((u32)b << 16); }
-/* bf16(x) kept as f32 (the reference's rounding points) */
-DEV_INLINE f32 dev_round_bf16(f32 x) { return dev_bf16_f32(dev_bf16_bits(x)); }
+/* Software number formats (bf16, fp8, fp4, E8M0, the MX rules) are in formats.h, written once
+ * for the GPU, the agent and the library; below are the hardware's own conversions. */
 
 /* v_cvt_pk_fp8_f32: a and b to e4m3 (OCP on gfx950, FNUZ on gfx942), round to nearest
  * even, into the low (hi = 0) or high (hi = 1) 16 bits of old. Inputs beyond the format's

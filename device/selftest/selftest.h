@@ -32,13 +32,24 @@ DEV_ARGS_CHECK(st_atomic_args, 8);
 #define ST_HANDOFF_ACQUIRE 4u  /* consumer: acquire fence after the poll */
 #define ST_HANDOFF_PREREAD 8u  /* consumer: read the data once before polling (warm cache) */
 #define ST_HANDOFF_DEVSTORE 16u /* producer: device-scope (SC1) data stores, else plain */
-struct st_handoff_args { u64 data; u64 flag; u64 out; u32 n; u32 mode; u32 tag; u32 pad; };
-DEV_ARGS_CHECK(st_handoff_args, 40);
+/* The producer stays until the consumer acknowledges (ack == tag) or `ticks` pass, so its
+ * unpublished stores cannot land early by the producer simply ending. */
+struct st_handoff_args { u64 data; u64 flag; u64 out; u64 ack; u64 ticks; u32 n; u32 mode; u32 tag; u32 pad; };
+DEV_ARGS_CHECK(st_handoff_args, 56);
 
-/* st_gridbar: a persistent grid barrier run `epochs` times a launch. bar[0] = arrivals in
- * the low 16 bits and a generation above them; out[cta] counts the epochs each CTA saw
- * complete; arrive counts CTAs (the residency check's arrival counter). */
-struct st_gridbar_args { u64 bar; u64 out; u64 arrive; u32 epochs; u32 pad; };
+/* st_count: lane 0 of every CTA adds 1 to counter[0] (dispatch-count tests) */
+struct st_count_args { u64 counter; };
+DEV_ARGS_CHECK(st_count_args, 8);
+
+/* st_hold: every CTA (1024 work-items, so two fill a CU's wave slots) waits until flag != 0 or
+ * `ticks` pass: a kernel that occupies CUs for as long as a test needs */
+struct st_hold_args { u64 flag; u64 ticks; };
+DEV_ARGS_CHECK(st_hold_args, 16);
+
+/* st_gridbar: a persistent kernel: the arrival handshake (persist: a struct dev_persist), then a
+ * grid barrier run `epochs` times. bar[0] = arrivals in the low 16 bits and a generation above
+ * them (never reset); out[cta] counts the epochs each CTA saw complete. */
+struct st_gridbar_args { u64 bar; u64 out; u64 persist; u32 epochs; u32 pad; };
 DEV_ARGS_CHECK(st_gridbar_args, 32);
 
 /* st_mfma: one wave runs matrix instruction `op` (ST_MFMA_*) on per-lane registers:

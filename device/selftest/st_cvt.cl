@@ -13,7 +13,7 @@ DEV_KERNEL(st_cvt, struct st_cvt_args, 256) {
     else if (op == ST_CVT_PK_BF8) r = dev_cvt_pk_bf8_f32(dev_f32_bits(in[2 * i]), dev_f32_bits(in[2 * i + 1]), 0u, 0);
     else if (op == ST_CVT_FP8_F32) r = dev_bits_f32(dev_cvt_f32_fp8(in[i], 0));
     else if (op == ST_CVT_BF8_F32) r = dev_bits_f32(dev_cvt_f32_bf8(in[i], 0));
-    else if (op == ST_CVT_BF16) r = dev_bf16_bits(dev_f32_bits(in[i]));
+    else if (op == ST_CVT_BF16) r = fmt_bf16_from_f32(dev_f32_bits(in[i]));
     out[i] = r;
   }
 }

@@ -3,11 +3,14 @@
 #include "../dev.h"
 #include "selftest.h"
 
+struct st_gridbar_lds { u32 ok; };
+
 DEV_KERNEL(st_gridbar, struct st_gridbar_args, 256) {
+  DEV_LDS(struct st_gridbar_lds, lds);
   __global u32 *bar = (__global u32 *)args.bar;
   __global u32 *out = (__global u32 *)args.out;
   u32 ncta = dev_ncta(), cta = dev_cta();
-  if (dev_lid() == 0) dev_atomic_add_u32((__global u32 *)args.arrive, 1u, DEV_RELAXED, DEV_SCOPE_AGENT);
+  if (!dev_persist_arrive((__global struct dev_persist *)args.persist, &lds->ok)) return;
   for (u32 e = 0; e < args.epochs; e++) {
     dev_barrier();
     if (dev_lid() == 0) {

@@ -18,7 +18,17 @@ DEV_KERNEL(st_handoff, struct st_handoff_args, 64) {
       dev_barrier();
       if (lid == 0) dev_fence(DEV_RELEASE, DEV_SCOPE_AGENT);
     }
-    if (lid == 0) dev_atomic_store_u32(flag, tag, DEV_RELAXED, DEV_SCOPE_AGENT);
+    if (lid == 0) {
+      dev_atomic_store_u32(flag, tag, DEV_RELAXED, DEV_SCOPE_AGENT);
+      /* stay until the consumer has read (bounded: a consumer that never acknowledges cannot
+       * hang the test) */
+      dev_poll_t p;
+      dev_poll_init(&p);
+      while (dev_atomic_load_u32((__global u32 *)args.ack, DEV_RELAXED, DEV_SCOPE_AGENT) != tag &&
+             dev_poll_elapsed(&p) < args.ticks)
+        dev_poll_wait(&p);
+      dev_poll_done(&p);
+    }
   } else if (dev_cta() == 1) {
     u32 warm = 0;
     if (mode & ST_HANDOFF_PREREAD)
@@ -27,6 +37,10 @@ DEV_KERNEL(st_handoff, struct st_handoff_args, 64) {
       DEV_POLL_UNTIL(dev_atomic_load_u32(flag, DEV_RELAXED, DEV_SCOPE_AGENT) == tag);
     if (mode & ST_HANDOFF_ACQUIRE) dev_fence(DEV_ACQUIRE, DEV_SCOPE_AGENT);
     for (u32 i = lid; i < n; i += dev_cta_size()) out[i] = dev_ld_u32(&data[i], DEV_CP_PLAIN);
-    if (lid == 0) out[n] = warm;
+    dev_barrier();
+    if (lid == 0) {
+      out[n] = warm;
+      dev_atomic_store_u32((__global u32 *)args.ack, tag, DEV_RELEASE, DEV_SCOPE_AGENT);
+    }
   }
 }

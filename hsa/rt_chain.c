@@ -1,0 +1,135 @@
+/* hsa/rt_chain.c: recorded packet chains: packets (kernel arguments at fixed addresses) written
+ * once and replayed by republishing their headers, the HSA counterpart of a graph replay. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_internal.h"
+
+struct hm_chain {
+  hm_queue *q;
+  hsa_kernel_dispatch_packet_t *pkts; /* whole packets as recorded; bytes 0..3 unused */
+  uint32_t *hs;                       /* header | setup << 16 of each */
+  unsigned n, cap;
+  hm_signal done;
+  uint64_t id;
+  uint32_t version;                   /* bumped whenever a recorded packet changes */
+  unsigned last_full;
+};
+
+static _Atomic uint64_t next_chain_id = 1;
+
+/* What a ring slot holds when it still carries packet i of this version of chain c. */
+static uint64_t tag_of(const hm_chain *c, unsigned i) { return c->id << 32 | (uint64_t)(c->version & 0xffff) << 16 | i; }
+
+hm_status hm_chain_create(hm_queue *q, hm_chain **out) {
+  if (!out) return hm_fail(HM_ERR_INVALID_ARG, "hm_chain_create: out is NULL");
+  *out = NULL;
+  if (!q) return hm_fail(HM_ERR_INVALID_ARG, "hm_chain_create: NULL queue");
+  hm_chain *c = calloc(1, sizeof *c);
+  if (!c) return hm_fail(HM_ERR_NO_MEMORY, "out of memory");
+  hm_status s = hm_signal_create(q->rt, 0, &c->done);
+  if (s) {
+    free(c);
+    return s;
+  }
+  c->q = q;
+  c->id = atomic_fetch_add(&next_chain_id, 1);
+  *out = c;
+  return HM_OK;
+}
+
+static hm_status grow(hm_chain *c) {
+  if (c->n == c->q->size) return hm_fail(HM_ERR_INVALID_ARG, "chain: %u packets fill the queue", c->n);
+  if (c->n < c->cap) return HM_OK;
+  unsigned cap = c->cap ? 2 * c->cap : 8;
+  hsa_kernel_dispatch_packet_t *p = realloc(c->pkts, cap * sizeof *p);
+  if (p) c->pkts = p;
+  uint32_t *h = realloc(c->hs, cap * sizeof *h);
+  if (h) c->hs = h;
+  if (!p || !h) return hm_fail(HM_ERR_NO_MEMORY, "out of memory");
+  c->cap = cap;
+  return HM_OK;
+}
+
+/* The chain's done signal rides on its last packet: moving it is a change of two packets. */
+static void move_done(hm_chain *c) {
+  for (unsigned i = 0; i < c->n; i++)
+    c->pkts[i].completion_signal.handle = i + 1 == c->n ? c->done.handle : 0;
+  c->version++;
+}
+
+hm_status hm_chain_add_dispatch(hm_chain *c, const hm_dispatch *d) {
+  if (!c || !d) return hm_fail(HM_ERR_INVALID_ARG, "hm_chain_add_dispatch: NULL argument");
+  if (d->completion.handle)
+    return hm_fail(HM_ERR_INVALID_ARG, "chain packets take no completion signal (hm_chain_wait waits for the chain)");
+  hm_status s;
+  hm_dispatch one = *d;
+  /* validated as a dispatch would be: write it to a scratch packet first */
+  if ((s = grow(c))) return s;
+  const hm_kernel *k = d->kernel;
+  if (!k || !k->prog || k->prog->agent != c->q->agent)
+    return hm_fail(HM_ERR_INVALID_ARG, "chain: no kernel, or a kernel loaded for another agent");
+  if (k->refused[0]) return hm_fail(HM_ERR_UNSUPPORTED, "%s", k->refused);
+  if (!d->ctas || (!d->cta_size && !k->info.cta_size) || (!d->kernarg && k->info.kernarg_size))
+    return hm_fail(HM_ERR_INVALID_ARG, "chain: dispatch of %s lacks its grid, CTA size or arguments", k->info.name);
+  c->hs[c->n] = hm_aql_dispatch_body(&c->pkts[c->n], &one, k);
+  c->n++;
+  move_done(c);
+  return HM_OK;
+}
+
+hm_status hm_chain_add_barrier(hm_chain *c, const hm_barrier_pkt *b) {
+  if (!c || !b) return hm_fail(HM_ERR_INVALID_ARG, "hm_chain_add_barrier: NULL argument");
+  if (b->completion.handle)
+    return hm_fail(HM_ERR_INVALID_ARG, "chain packets take no completion signal (hm_chain_wait waits for the chain)");
+  hm_status s = grow(c);
+  if (s) return s;
+  c->hs[c->n] = hm_aql_barrier_body(&c->pkts[c->n], b);
+  c->n++;
+  move_done(c);
+  return HM_OK;
+}
+
+hm_status hm_chain_replay(hm_chain *c) {
+  if (!c || c->n == 0) return hm_fail(HM_ERR_INVALID_ARG, "hm_chain_replay: empty chain");
+  hm_queue *q = c->q;
+  hm_status s = hm_rt_take_fault(q->rt);
+  if (s) return s;
+  hm_signal_store(q->rt, c->done, 1);
+  uint64_t first;
+  if ((s = hm_queue_reserve(q, c->n, &first))) return s;
+  unsigned full = 0;
+  for (unsigned i = 0; i < c->n; i++) {
+    uint32_t slot = (uint32_t)((first + i) & q->mask);
+    uint64_t tag = tag_of(c, i);
+    if (q->slot_owner[slot] != tag) {
+      /* the slot holds something else: write the whole body (past the header word) */
+      memcpy((char *)&q->ring[slot] + 4, (const char *)&c->pkts[i] + 4, sizeof c->pkts[i] - 4);
+      q->slot_owner[slot] = tag;
+      full++;
+    }
+  }
+  for (unsigned i = 0; i < c->n; i++) __atomic_store_n((uint32_t *)&q->ring[(first + i) & q->mask], c->hs[i], __ATOMIC_RELEASE);
+  hm_queue_ring(q, first + c->n - 1);
+  c->last_full = full;
+  return HM_OK;
+}
+
+hm_status hm_chain_wait(hm_chain *c, uint64_t timeout_ns) {
+  if (!c) return hm_fail(HM_ERR_INVALID_ARG, "hm_chain_wait: NULL chain");
+  hm_status s = hm_signal_wait(c->q->rt, c->done, HM_WAIT_LT, 1, timeout_ns, false, NULL);
+  if (s == HM_ERR_TIMEOUT && hm_queue_status(c->q)) return HM_ERR_QUEUE_FAULT;
+  return s;
+}
+
+unsigned hm_chain_last_full_writes(const hm_chain *c) { return c ? c->last_full : 0; }
+
+void hm_chain_destroy(hm_chain *c) {
+  if (!c) return;
+  for (uint32_t i = 0; i < c->q->size; i++)
+    if (c->q->slot_owner[i] >> 32 == c->id) c->q->slot_owner[i] = 0;
+  hm_signal_destroy(c->q->rt, c->done);
+  free(c->pkts);
+  free(c->hs);
+  free(c);
+}

@@ -1,0 +1,188 @@
+/* hsa/rt_memory.c: memory from a chosen pool, tracked so nothing leaks past hm_runtime_close;
+ * access for peers and the host, copies on the copy engine, fills. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_internal.h"
+
+static hm_status track(hm_runtime *rt, const struct hm_alloc *a) {
+  pthread_mutex_lock(&rt->lock);
+  if (rt->nallocs == rt->alloc_cap) {
+    unsigned cap = rt->alloc_cap ? 2 * rt->alloc_cap : 64;
+    struct hm_alloc *n = realloc(rt->allocs, cap * sizeof *n);
+    if (!n) {
+      pthread_mutex_unlock(&rt->lock);
+      return hm_fail(HM_ERR_NO_MEMORY, "out of memory tracking allocations");
+    }
+    rt->allocs = n, rt->alloc_cap = cap;
+  }
+  rt->allocs[rt->nallocs++] = *a;
+  pthread_mutex_unlock(&rt->lock);
+  return HM_OK;
+}
+
+/* Caller holds rt->lock. */
+static int find_index(const hm_runtime *rt, const void *p) {
+  for (unsigned i = 0; i < rt->nallocs; i++) {
+    const struct hm_alloc *a = &rt->allocs[i];
+    if ((const char *)p >= (const char *)a->p && (const char *)p < (const char *)a->p + a->size) return (int)i;
+  }
+  return -1;
+}
+
+bool hm_rt_find_alloc(hm_runtime *rt, const void *p, struct hm_alloc *out) {
+  pthread_mutex_lock(&rt->lock);
+  int i = find_index(rt, p);
+  if (i >= 0) *out = rt->allocs[i];
+  pthread_mutex_unlock(&rt->lock);
+  return i >= 0;
+}
+
+static const char *pool_name(hm_pool_kind k) {
+  static const char *n[] = {"coarse", "fine", "uncached", "kernarg", "host"};
+  return k < HM_POOL_KINDS ? n[k] : "?";
+}
+
+hm_status hm_mem_alloc(hm_agent *a, hm_pool_kind kind, size_t bytes, size_t align, void **out) {
+  if (!out) return hm_fail(HM_ERR_INVALID_ARG, "hm_mem_alloc: out is NULL");
+  *out = NULL;
+  if (!a || !hm_rt_owns_agent(a->rt, a)) return hm_fail(HM_ERR_INVALID_ARG, "hm_mem_alloc: unknown agent");
+  if (kind >= HM_POOL_KINDS) return hm_fail(HM_ERR_INVALID_ARG, "hm_mem_alloc: unknown pool kind %d", (int)kind);
+  if (bytes == 0) return hm_fail(HM_ERR_INVALID_ARG, "hm_mem_alloc: zero bytes");
+  if (!a->info.pool_present[kind])
+    return hm_fail(HM_ERR_UNSUPPORTED, "agent %u has no %s pool", a->index, pool_name(kind));
+  hm_runtime *rt = a->rt;
+  size_t granule = 4096;
+  if (align == 0) align = granule;
+  if (align & (align - 1)) return hm_fail(HM_ERR_INVALID_ARG, "hm_mem_alloc: alignment %zu is not a power of two", align);
+  size_t pool_align = 0;
+  rt->api.hsa_amd_memory_pool_get_info(a->pools[kind], HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALIGNMENT, &pool_align);
+  if (pool_align == 0) pool_align = granule;
+  if (align > pool_align)
+    return hm_fail(HM_ERR_UNSUPPORTED, "hm_mem_alloc: alignment %zu exceeds the %s pool's %zu", align, pool_name(kind),
+                   pool_align);
+  void *p = NULL;
+  hsa_status_t s = rt->api.hsa_amd_memory_pool_allocate(a->pools[kind], bytes, 0, &p);
+  if (s != HSA_STATUS_SUCCESS || !p)
+    return hm_hsa_fail(rt, s, "allocating %zu bytes from agent %u's %s pool", bytes, a->index, pool_name(kind));
+  /* System memory is used by every GPU agent (kernel arguments, status words): allow them all,
+   * as HIP does for host allocations. */
+  if (kind == HM_POOL_KERNARG || kind == HM_POOL_HOST) {
+    hsa_agent_t all[64];
+    unsigned n = 0;
+    for (unsigned i = 0; i < rt->nagents && n < 64; i++) all[n++] = rt->agents[i].h;
+    if (n && (s = rt->api.hsa_amd_agents_allow_access(n, all, NULL, p)) != HSA_STATUS_SUCCESS) {
+      rt->api.hsa_amd_memory_pool_free(p);
+      return hm_hsa_fail(rt, s, "allowing the GPU agents to access %zu bytes of system memory", bytes);
+    }
+  }
+  struct hm_alloc rec = {.p = p, .size = bytes, .agent = a, .kind = kind};
+  hm_status st = track(rt, &rec);
+  if (st) {
+    rt->api.hsa_amd_memory_pool_free(p);
+    return st;
+  }
+  *out = p;
+  return HM_OK;
+}
+
+hm_status hm_mem_free(hm_runtime *rt, void *p) {
+  if (!rt || !p) return hm_fail(HM_ERR_INVALID_ARG, "hm_mem_free: NULL argument");
+  pthread_mutex_lock(&rt->lock);
+  int i = find_index(rt, p);
+  if (i < 0 || rt->allocs[i].p != p || rt->allocs[i].attached) {
+    pthread_mutex_unlock(&rt->lock);
+    return hm_fail(HM_ERR_INVALID_ARG, "hm_mem_free: %p is not the start of an allocation of this runtime", p);
+  }
+  rt->allocs[i] = rt->allocs[--rt->nallocs];
+  pthread_mutex_unlock(&rt->lock);
+  hsa_status_t s = rt->api.hsa_amd_memory_pool_free(p);
+  return s == HSA_STATUS_SUCCESS ? HM_OK : hm_hsa_fail(rt, s, "freeing %p", p);
+}
+
+size_t hm_mem_size(hm_runtime *rt, const void *p) {
+  if (!rt || !p) return 0;
+  pthread_mutex_lock(&rt->lock);
+  int i = find_index(rt, p);
+  size_t n = i < 0 ? 0 : rt->allocs[i].size;
+  pthread_mutex_unlock(&rt->lock);
+  return n;
+}
+
+void hm_mem_free_all(hm_runtime *rt) {
+  pthread_mutex_lock(&rt->lock);
+  for (unsigned i = 0; i < rt->nallocs; i++) {
+    if (rt->allocs[i].attached) rt->api.hsa_amd_ipc_memory_detach(rt->allocs[i].p);
+    else rt->api.hsa_amd_memory_pool_free(rt->allocs[i].p);
+  }
+  rt->nallocs = 0;
+  pthread_mutex_unlock(&rt->lock);
+}
+
+hm_status hm_mem_allow(hm_runtime *rt, const void *p, hm_agent *const *agents, unsigned n, bool host) {
+  if (!rt || !p || (n && !agents) || (n == 0 && !host))
+    return hm_fail(HM_ERR_INVALID_ARG, "hm_mem_allow: NULL pointer or nobody to allow");
+  if (n > 63) return hm_fail(HM_ERR_INVALID_ARG, "hm_mem_allow: %u agents", n);
+  if (!hm_mem_size(rt, p)) return hm_fail(HM_ERR_INVALID_ARG, "hm_mem_allow: %p is in no allocation of this runtime", p);
+  hsa_agent_t list[64];
+  unsigned k = 0;
+  for (unsigned i = 0; i < n; i++) {
+    if (!hm_rt_owns_agent(rt, agents[i])) return hm_fail(HM_ERR_INVALID_ARG, "hm_mem_allow: unknown agent");
+    list[k++] = agents[i]->h;
+  }
+  if (host && rt->ncpus) list[k++] = rt->cpus[0];
+  hsa_status_t s = rt->api.hsa_amd_agents_allow_access(k, list, NULL, p);
+  return s == HSA_STATUS_SUCCESS ? HM_OK : hm_hsa_fail(rt, s, "allowing %u agents to access %p", k, p);
+}
+
+/* The agent whose memory holds p (the CPU agent for system memory). */
+static hsa_agent_t owner_of(hm_runtime *rt, const void *p) {
+  struct hm_alloc a;
+  if (hm_rt_find_alloc(rt, p, &a) && a.agent && a.kind != HM_POOL_KERNARG && a.kind != HM_POOL_HOST) return a.agent->h;
+  return rt->ncpus ? rt->cpus[0] : rt->agents[0].h;
+}
+
+hm_status hm_mem_copy(hm_runtime *rt, void *dst, const void *src, size_t n, hm_signal done) {
+  if (!rt || !dst || !src || n == 0) return hm_fail(HM_ERR_INVALID_ARG, "hm_mem_copy: NULL pointer or zero bytes");
+  struct hm_alloc da, sa;
+  if (!hm_rt_find_alloc(rt, dst, &da) || !hm_rt_find_alloc(rt, src, &sa) || (char *)dst + n > (char *)da.p + da.size ||
+      (const char *)src + n > (char *)sa.p + sa.size)
+    return hm_fail(HM_ERR_INVALID_ARG, "hm_mem_copy: a range is outside this runtime's allocations");
+  hsa_signal_t sig = {done.handle};
+  bool wait = done.handle == 0;
+  if (wait) {
+    hsa_status_t s = rt->api.hsa_signal_create(1, 0, NULL, &sig);
+    if (s != HSA_STATUS_SUCCESS) return hm_hsa_fail(rt, s, "hm_mem_copy: signal");
+  }
+  hsa_status_t s = rt->api.hsa_amd_memory_async_copy(dst, owner_of(rt, dst), src, owner_of(rt, src), n, 0, NULL, sig);
+  hm_status st = HM_OK;
+  if (s != HSA_STATUS_SUCCESS) st = hm_hsa_fail(rt, s, "copying %zu bytes", n);
+  else if (wait) {
+    hm_signal h = {sig.handle};
+    st = hm_signal_wait(rt, h, HM_WAIT_LT, 1, 60ull * 1000000000ull, false, NULL);
+  }
+  if (wait) rt->api.hsa_signal_destroy(sig);
+  return st;
+}
+
+hm_status hm_mem_fill(hm_runtime *rt, void *p, uint32_t value, size_t count) {
+  if (!rt || !p || ((uintptr_t)p & 3)) return hm_fail(HM_ERR_INVALID_ARG, "hm_mem_fill: NULL or unaligned pointer");
+  struct hm_alloc a;
+  if (!hm_rt_find_alloc(rt, p, &a) || (char *)p + 4 * count > (char *)a.p + a.size)
+    return hm_fail(HM_ERR_INVALID_ARG, "hm_mem_fill: %zu words at %p run outside the allocation", count, p);
+  if (count == 0) return HM_OK;
+  hsa_status_t s = rt->api.hsa_amd_memory_fill(p, value, count);
+  return s == HSA_STATUS_SUCCESS ? HM_OK : hm_hsa_fail(rt, s, "filling %zu words at %p", count, p);
+}
+
+hm_status hm_kernarg_new(hm_agent *a, const void *args, size_t n, void **out) {
+  if (!out) return hm_fail(HM_ERR_INVALID_ARG, "hm_kernarg_new: out is NULL");
+  *out = NULL;
+  if (n && !args) return hm_fail(HM_ERR_INVALID_ARG, "hm_kernarg_new: args is NULL");
+  void *p;
+  hm_status s = hm_mem_alloc(a, HM_POOL_KERNARG, n ? n : 8, 0, &p);
+  if (s) return s;
+  if (n) memcpy(p, args, n);
+  *out = p;
+  return HM_OK;
+}

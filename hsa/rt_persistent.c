@@ -1,0 +1,109 @@
+/* hsa/rt_persistent.c: persistent launches: the residency check before (with the calculator and
+ * the agent's CU count), and the arrival check after, so a grid that is not all resident becomes
+ * an error instead of a hang. */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "dev_persist.h"
+#include "rt_internal.h"
+
+/* Why a CTA of this kernel fits `ctas_per_cu` times in a CU, in words. */
+static void explain(const hm_residency *r, const hm_kernel_resources *res, const hm_cu_limits *L, char *out, size_t cap) {
+  switch (r->binding) {
+  case HM_LIMIT_VGPR:
+    snprintf(out, cap, "%u VGPRs a work-item leave room for %u waves a SIMD; a CTA of %u waves needs %u", res->vgprs,
+             r->waves_per_simd_vgpr, r->waves_per_cta, (r->waves_per_cta + L->simds_per_cu - 1) / L->simds_per_cu);
+    break;
+  case HM_LIMIT_SGPR:
+    snprintf(out, cap, "%u SGPRs leave room for %u waves a SIMD", res->sgprs, r->waves_per_simd_sgpr);
+    break;
+  case HM_LIMIT_WAVES:
+    snprintf(out, cap, "%u waves a CTA, %u wave slots a CU", r->waves_per_cta, L->simds_per_cu * L->max_waves_per_simd);
+    break;
+  case HM_LIMIT_LDS:
+    snprintf(out, cap, "%u bytes of LDS a CTA, %u a CU in %u-byte granules", res->lds_bytes, L->lds_bytes,
+             L->lds_granule);
+    break;
+  case HM_LIMIT_BARRIERS: snprintf(out, cap, "%u workgroup barriers a CU", L->max_barriers); break;
+  }
+}
+
+hm_status hm_persistent_grid(const hm_kernel *k, hm_agent *a, uint32_t ctas, uint32_t dynamic_lds, uint32_t *grid) {
+  if (!k || !a || !grid) return hm_fail(HM_ERR_INVALID_ARG, "hm_persistent_grid: NULL argument");
+  *grid = 0;
+  if (!k->prog || k->prog->agent != a) return hm_fail(HM_ERR_INVALID_ARG, "hm_persistent_grid: kernel of another agent");
+  hm_kernel_resources res;
+  hm_residency r;
+  hm_status s = hm_kernel_resources_of(k->info.meta, 0, dynamic_lds, &res);
+  if (s) return s;
+  if ((s = hm_residency_compute(&a->info.limits, &res, &r))) return s;
+  uint64_t resident = (uint64_t)r.ctas_per_cu * a->info.cus;
+  char why[256];
+  explain(&r, &res, &a->info.limits, why, sizeof why);
+  if (resident == 0)
+    return hm_fail(HM_ERR_REFUSED, "kernel %s cannot run on agent %u (%s): not one CTA fits a CU (%s: %s)",
+                   k->info.name, a->index, a->info.name, hm_limit_name(r.binding), why);
+  if (ctas == 0) ctas = resident > UINT32_MAX ? UINT32_MAX : (uint32_t)resident;
+  if (ctas > resident)
+    return hm_fail(HM_ERR_REFUSED,
+                   "kernel %s: a grid of %u CTAs cannot be resident on agent %u (%s, %u CUs): %u CTA%s a CU, %llu in "
+                   "all (bound by %s: %s)",
+                   k->info.name, ctas, a->index, a->info.name, a->info.cus, r.ctas_per_cu, r.ctas_per_cu == 1 ? "" : "s",
+                   (unsigned long long)resident, hm_limit_name(r.binding), why);
+  *grid = ctas;
+  return HM_OK;
+}
+
+hm_status hm_persist_new(hm_agent *a, struct dev_persist **out) {
+  if (!out) return hm_fail(HM_ERR_INVALID_ARG, "hm_persist_new: out is NULL");
+  void *p;
+  hm_status s = hm_mem_alloc(a, HM_POOL_HOST, sizeof(struct dev_persist), 0, &p);
+  if (s) return s;
+  memset(p, 0, sizeof(struct dev_persist));
+  *out = p;
+  return HM_OK;
+}
+
+hm_status hm_persistent_launch(hm_queue *q, const hm_dispatch *d, struct dev_persist *arrive,
+                               uint64_t arrival_timeout_ns) {
+  if (!q || !d || !arrive) return hm_fail(HM_ERR_INVALID_ARG, "hm_persistent_launch: NULL argument");
+  struct hm_alloc a;
+  if (!hm_rt_find_alloc(q->rt, arrive, &a) || (a.kind != HM_POOL_HOST && a.kind != HM_POOL_KERNARG))
+    return hm_fail(HM_ERR_INVALID_ARG, "hm_persistent_launch: the handshake must be host memory (hm_persist_new)");
+  uint32_t grid;
+  hm_status s = hm_persistent_grid(d->kernel, q->agent, d->ctas, d->dynamic_lds, &grid);
+  if (s) return s;
+  if (!arrival_timeout_ns) arrival_timeout_ns = 10000000000ull;
+  __atomic_store_n(&arrive->arrived, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&arrive->state, 0, __ATOMIC_RELEASE);
+  hm_dispatch one = *d;
+  one.ctas = grid;
+  if ((s = hm_queue_dispatch(q, &one, 1))) return s;
+  uint64_t t0 = hm_now_ns();
+  unsigned nap = 1;
+  for (;;) {
+    if (__atomic_load_n(&arrive->state, __ATOMIC_ACQUIRE) == DEV_PERSIST_GO) return HM_OK;
+    if ((s = hm_queue_status(q))) return s;
+    if (hm_now_ns() - t0 > arrival_timeout_ns) {
+      /* Not resident: claim the verdict for ABORT. If the last CTA claimed GO first, the grid did
+       * arrive after all. CTAs that arrived leave on ABORT; then wait for the kernel to end. */
+      uint32_t expect = 0;
+      if (!__atomic_compare_exchange_n(&arrive->state, &expect, DEV_PERSIST_ABORT, false, __ATOMIC_ACQ_REL,
+                                       __ATOMIC_ACQUIRE))
+        return HM_OK;
+      uint32_t n = __atomic_load_n(&arrive->arrived, __ATOMIC_ACQUIRE);
+      hm_status w = HM_OK;
+      if (d->completion.handle)
+        w = hm_signal_wait(q->rt, d->completion, HM_WAIT_LT, 1, arrival_timeout_ns, false, NULL);
+      return hm_fail(HM_ERR_REFUSED,
+                     "kernel %s: only %u of %u CTAs arrived within %.3f s: the grid is not resident (another kernel "
+                     "holding CUs?); the launch was aborted%s",
+                     d->kernel->info.name, n, grid, (double)arrival_timeout_ns / 1e9,
+                     w ? " and did not end in time" : "");
+    }
+    struct timespec ts = {0, (long)nap * 1000};
+    nanosleep(&ts, NULL);
+    if (nap < 500) nap *= 2;
+  }
+}

@@ -1,0 +1,439 @@
+/* hsa/sim/cta.c: one CTA on its worker thread: its work-items as fibers in waves of 64, the
+ * scheduler that runs them, and the primitives device/dev.h calls (barrier, wave operations,
+ * LDS, polls, traps, chaos), installed in the host kernel object as its dev_host table. */
+#include <sched.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sim.h"
+
+__thread struct sim_lane *sim_cur;
+
+/* ---------------------------------------------------------------- randomness (chaos) */
+
+uint64_t sim_rng(uint64_t *s) {
+  /* splitmix64: small, fast, and the same sequence from the same seed everywhere */
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static void nap_us(unsigned us) {
+  struct timespec ts = {0, (long)us * 1000};
+  nanosleep(&ts, NULL);
+}
+
+/* ---------------------------------------------------------------- the ready ring */
+
+/* Lanes ready to run, in a ring of lane indices; chaos picks a random one instead of the head. */
+struct ready_ring {
+  uint32_t *idx;
+  uint32_t head, n, cap;
+};
+static __thread struct ready_ring ready;
+static __thread uint32_t *polling;
+static __thread uint32_t npolling;
+
+static void ready_push(uint32_t i) { ready.idx[(ready.head + ready.n++) % ready.cap] = i; }
+
+static bool ready_pop(struct sim_cta *c, uint32_t *out) {
+  if (!ready.n) return false;
+  if (sim.cfg.chaos && ready.n > 1) {
+    uint32_t k = (uint32_t)(sim_rng(&c->rng) % ready.n);
+    uint32_t a = ready.head % ready.cap, b = (ready.head + k) % ready.cap;
+    uint32_t t = ready.idx[a];
+    ready.idx[a] = ready.idx[b];
+    ready.idx[b] = t;
+  }
+  *out = ready.idx[ready.head % ready.cap];
+  ready.head = (ready.head + 1) % ready.cap;
+  ready.n--;
+  return true;
+}
+
+/* ---------------------------------------------------------------- lanes */
+
+static void lane_entry(void *arg) {
+  struct sim_lane *l = arg;
+  struct sim_cta *c = l->cta;
+  c->d->k->fn(c->d->pkt.kernarg_address);
+  l->state = LANE_DONE;
+  sim_fiber_switch(&l->fiber, &c->sched);
+  __builtin_unreachable();
+}
+
+/* Leave the lane's fiber for the scheduler with state st; returns when it is run again. */
+void sim_lane_yield(enum lane_state st) {
+  struct sim_lane *l = sim_cur;
+  l->state = st;
+  sim_fiber_switch(&l->fiber, &l->cta->sched);
+}
+
+void sim_check_abort(void) {
+  struct sim_lane *l = sim_cur;
+  struct sim_cta *c = l->cta;
+  if (!atomic_load_explicit(&c->d->abort, memory_order_relaxed)) return;
+  c->aborted = true;
+  /* never resumed: the fiber's stack is simply reused by the next CTA */
+  sim_fiber_switch(&l->fiber, &c->sched);
+  __builtin_unreachable();
+}
+
+void sim_trap(const char *fmt, ...) {
+  struct sim_lane *l = sim_cur;
+  struct sim_cta *c = l->cta;
+  char what[400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  snprintf(c->trap, sizeof c->trap, "work-item %u of CTA %u: %s", l->lid, c->id, what);
+  c->aborted = true;
+  sim_dispatch_abort(c->d, c->trap);
+  sim_fiber_switch(&l->fiber, &c->sched);
+  __builtin_unreachable();
+}
+
+/* A point where chaos may reorder: another work-item runs first, or the whole CTA stalls. */
+void sim_chaos_point(void) {
+  if (!sim.cfg.chaos) return;
+  struct sim_cta *c = sim_cur->cta;
+  uint64_t r = sim_rng(&c->rng);
+  if ((r & 63) == 0) nap_us((unsigned)((r >> 8) % 200));
+  if ((r & 0x300) == 0) {
+    ready_push(sim_cur->lid);
+    sim_lane_yield(LANE_READY);
+  }
+}
+
+/* ---------------------------------------------------------------- barrier and waves */
+
+static void progressed(struct sim_cta *c) {
+  c->progressed = true;
+  atomic_fetch_add_explicit(&c->d->progress, 1, memory_order_relaxed);
+}
+
+static void release_barrier(struct sim_cta *c) {
+  c->bar_arrived = 0;
+  for (uint32_t i = 0; i < c->size; i++)
+    if (c->lanes[i].state == LANE_BARRIER) {
+      c->lanes[i].state = LANE_READY;
+      ready_push(i);
+    }
+  progressed(c);
+}
+
+static void op_barrier(void) {
+  sim_check_abort();
+  sim_chaos_point();
+  struct sim_cta *c = sim_cur->cta;
+  c->bar_arrived++;
+  if (c->bar_arrived == c->live) {
+    release_barrier(c);
+    /* the last to arrive lets the others go first, as any of them may run first on a GPU */
+    ready_push(sim_cur->lid);
+    sim_lane_yield(LANE_READY);
+  } else {
+    sim_lane_yield(LANE_BARRIER);
+  }
+  sim_check_abort();
+}
+
+enum { XCHG_U32 = 1, XCHG_MFMA = 2 };
+
+static void wave_complete(struct sim_cta *c, uint32_t w, struct sim_wave_xchg *x) {
+  uint32_t lo = w * 64, hi = lo + 64 > c->size ? c->size : lo + 64;
+  /* the next use of this area (two operations on) starts afresh; slots and the active mask
+   * stay readable until then */
+  x->arrived = 0;
+  if (x->kind == XCHG_MFMA)
+    for (uint32_t i = lo; i < hi; i++)
+      if (!(x->active >> (i - lo) & 1)) memset(&x->slot.mfma[i - lo], 0, sizeof x->slot.mfma[0]);
+  for (uint32_t i = lo; i < hi; i++)
+    if (c->lanes[i].state == LANE_WAVE) {
+      c->lanes[i].state = LANE_READY;
+      ready_push(i);
+    }
+  progressed(c);
+}
+
+/* Deposit this lane's operand for a wave operation of `kind` and wait for the wave; returns the
+ * exchange area holding every participating lane's operand. */
+static struct sim_wave_xchg *wave_exchange(uint32_t kind, const void *operand, size_t bytes) {
+  sim_check_abort();
+  struct sim_lane *l = sim_cur;
+  struct sim_cta *c = l->cta;
+  uint32_t w = l->lid / 64, lane = l->lid % 64;
+  struct sim_wave_xchg *x = &c->xchg[w][l->wave_parity & 1];
+  if (x->arrived == 0) {
+    x->kind = kind;
+    x->active = 0;
+  } else if (x->kind != kind) {
+    sim_trap("lanes of wave %u are in different wave operations (a wave operation in divergent control flow)", w);
+  }
+  if (kind == XCHG_U32) memcpy(&x->slot.u32[lane], operand, bytes);
+  else memcpy(&x->slot.mfma[lane], operand, bytes);
+  x->active |= 1ull << lane;
+  x->arrived++;
+  l->wave_parity++;
+  if (x->arrived == c->wave_live[w]) {
+    wave_complete(c, w, x);
+    ready_push(l->lid);
+    sim_lane_yield(LANE_READY);
+  } else {
+    sim_lane_yield(LANE_WAVE);
+  }
+  sim_check_abort();
+  return x;
+}
+
+/* The area is reset by the first lane of the operation after next (two areas alternate), so a
+ * lane may read it until its next wave operation. */
+static void wave_done(struct sim_wave_xchg *x) { (void)x; }
+
+static u32 op_wave_shfl(u32 value, u32 src) {
+  struct sim_wave_xchg *x = wave_exchange(XCHG_U32, &value, 4);
+  u32 r = (x->active >> (src & 63) & 1) ? x->slot.u32[src & 63] : 0;
+  wave_done(x);
+  return r;
+}
+
+static u64 op_wave_ballot(int pred) {
+  u32 v = pred != 0;
+  struct sim_wave_xchg *x = wave_exchange(XCHG_U32, &v, 4);
+  u64 m = 0;
+  for (int i = 0; i < 64; i++)
+    if ((x->active >> i & 1) && x->slot.u32[i]) m |= 1ull << i;
+  wave_done(x);
+  return m;
+}
+
+static u32 op_wave_first(u32 value) {
+  struct sim_wave_xchg *x = wave_exchange(XCHG_U32, &value, 4);
+  u32 r = x->active ? x->slot.u32[__builtin_ctzll(x->active)] : value;
+  wave_done(x);
+  return r;
+}
+
+static void op_mfma(enum dev_mfma_op op, const struct dev_mfma_lane *in, f32 *d) {
+  struct sim_wave_xchg *x = wave_exchange(XCHG_MFMA, in, sizeof *in);
+  struct sim_cta *c = sim_cur->cta;
+  if (!hm_isa_mfma(c->d->k->agent->arch, op, x->slot.mfma, sim_cur->lid % 64, d))
+    sim_trap("matrix instruction %d is not available on %s (or its operand format is not modelled)", (int)op,
+             c->d->k->agent->name);
+  wave_done(x);
+}
+
+/* After a lane leaves the CTA (its kernel returned), barriers and wave operations count one
+ * fewer: waves that have exited do not take part on the GPU either. */
+static void lane_exited(struct sim_cta *c, struct sim_lane *l) {
+  uint32_t w = l->lid / 64;
+  c->live--;
+  c->wave_live[w]--;
+  if (c->bar_arrived && c->bar_arrived == c->live) release_barrier(c);
+  for (int p = 0; p < 2; p++) {
+    struct sim_wave_xchg *x = &c->xchg[w][p];
+    bool waiting = false;
+    uint32_t lo = w * 64, hi = lo + 64 > c->size ? c->size : lo + 64;
+    for (uint32_t i = lo; i < hi; i++)
+      if (c->lanes[i].state == LANE_WAVE && ((c->lanes[i].wave_parity - 1) & 1) == (uint32_t)p) waiting = true;
+    if (waiting && x->arrived == c->wave_live[w]) wave_complete(c, w, x);
+  }
+  progressed(c);
+}
+
+/* ---------------------------------------------------------------- ids, LDS, time, polls */
+
+static u32 op_lid(void) { return sim_cur->lid; }
+static u32 op_cta(void) { return sim_cur->cta->id; }
+static u32 op_ncta(void) { return sim_cur->cta->d->nctas; }
+static u32 op_cta_size(void) { return sim_cur->cta->size; }
+
+static void *op_lds(u32 bytes) {
+  struct sim_cta *c = sim_cur->cta;
+  if (bytes > c->lds_size)
+    sim_trap("the kernel's LDS struct is %u bytes, the dispatch's group segment %u", bytes, c->lds_size);
+  return c->lds;
+}
+
+static u64 op_realtime(void) { return sim_now_ns() / 10; } /* 100 MHz, as s_memrealtime */
+
+static void op_poll_wait(u32 round) {
+  (void)round;
+  sim_check_abort();
+  if (sim.cfg.chaos) {
+    uint64_t r = sim_rng(&sim_cur->cta->rng);
+    if ((r & 15) == 0) nap_us((unsigned)((r >> 8) % 100));
+  }
+  sim_lane_yield(LANE_POLLING);
+  sim_check_abort();
+}
+
+static void op_poll_done(void) { progressed(sim_cur->cta); }
+
+static void op_sleep(u32 units) {
+  (void)units;
+  op_poll_wait(0);
+}
+
+static void op_trap(const char *why) { sim_trap("trap at %s", why); }
+
+static u32 op_cvt(enum dev_cvt_op op, f32 a, f32 b, u32 old, u32 sel) {
+  return hm_isa_cvt(sim_cur->cta->d->k->agent->arch, op, a, b, old, sel);
+}
+
+/* ---------------------------------------------------------------- memory through the model */
+
+static void op_load(const void *p, void *out, u32 bytes, enum dev_cache_policy cp) {
+  sim_check_abort();
+  sim_mem_load(sim_cur->cta, p, out, bytes, cp);
+}
+static void op_store(void *p, const void *in, u32 bytes, enum dev_cache_policy cp) {
+  sim_check_abort();
+  sim_mem_store(sim_cur->cta, p, in, bytes, cp);
+}
+static u64 op_atomic(void *p, enum dev_atomic_op op, u32 bytes, u64 v, u64 cmp, enum dev_order o, enum dev_scope s) {
+  sim_check_abort();
+  sim_chaos_point();
+  return sim_mem_atomic(sim_cur->cta, p, op, bytes, v, cmp, o, s);
+}
+static void op_fence(enum dev_order o, enum dev_scope s) {
+  sim_check_abort();
+  sim_mem_fence(sim_cur->cta, o, s);
+}
+static void op_wait_stores(void) { sim_mem_wait_stores(sim_cur->cta); }
+
+const struct dev_host_ops sim_dev_ops = {
+    .abi = DEV_HOST_ABI,
+    .lid = op_lid,
+    .cta = op_cta,
+    .ncta = op_ncta,
+    .cta_size = op_cta_size,
+    .lds = op_lds,
+    .barrier = op_barrier,
+    .wave_shfl = op_wave_shfl,
+    .wave_ballot = op_wave_ballot,
+    .wave_first = op_wave_first,
+    .mfma = op_mfma,
+    .cvt = op_cvt,
+    .load = op_load,
+    .store = op_store,
+    .atomic = op_atomic,
+    .fence = op_fence,
+    .wait_stores = op_wait_stores,
+    .poll_wait = op_poll_wait,
+    .poll_done = op_poll_done,
+    .realtime = op_realtime,
+    .sleep = op_sleep,
+    .trap = op_trap,
+};
+
+/* ---------------------------------------------------------------- the scheduler */
+
+static bool ensure_ring(uint32_t n) {
+  if (ready.cap >= n) return true;
+  uint32_t *a = realloc(ready.idx, n * sizeof *a), *b = realloc(polling, n * sizeof *b);
+  if (a) ready.idx = a;
+  if (b) polling = b;
+  if (!a || !b) return false;
+  ready.cap = n;
+  return true;
+}
+
+/* Describe a CTA whose work-items all wait on each other (a barrier or wave operation that not
+ * every work-item reaches). */
+static void describe_deadlock(struct sim_cta *c, char *out, size_t cap) {
+  uint32_t bar = 0, wave = 0, first_bar = 0, first_wave = 0;
+  for (uint32_t i = 0; i < c->size; i++) {
+    if (c->lanes[i].state == LANE_BARRIER && !bar++) first_bar = i;
+    if (c->lanes[i].state == LANE_WAVE && !wave++) first_wave = i;
+  }
+  snprintf(out, cap,
+           "work-items of CTA %u wait on each other forever: %u at a barrier (first %u), %u in a wave operation "
+           "(first %u), %u exited (a barrier or wave operation in divergent control flow)",
+           c->id, bar, first_bar, wave, first_wave, c->size - c->live);
+}
+
+void sim_cta_run(struct sim_cta *c) {
+  struct sim_dispatch *d = c->d;
+  c->live = c->size;
+  c->nwaves = (c->size + 63) / 64;
+  c->bar_arrived = 0;
+  c->aborted = false;
+  c->trap[0] = 0;
+  c->lds_size = d->group_bytes;
+  c->poll_rounds_idle = 0;
+  c->rng = sim.cfg.chaos_seed ^ (d->seq * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)c->id << 32);
+  /* LDS is not cleared on a GPU: a kernel that reads what it never wrote sees junk here too */
+  if (c->lds_size) memset(c->lds, 0xcd, c->lds_size);
+  for (uint32_t w = 0; w < c->nwaves; w++) {
+    c->wave_live[w] = (w + 1) * 64 <= c->size ? 64 : c->size - w * 64;
+    memset(&c->xchg[w][0], 0, offsetof(struct sim_wave_xchg, slot));
+    memset(&c->xchg[w][1], 0, offsetof(struct sim_wave_xchg, slot));
+  }
+  sim_mem_reset(&c->mem);
+  if (!ensure_ring(c->size)) {
+    c->aborted = true;
+    snprintf(c->trap, sizeof c->trap, "out of memory scheduling CTA %u", c->id);
+    sim_dispatch_abort(d, c->trap);
+    return;
+  }
+  ready.head = ready.n = 0;
+  npolling = 0;
+  for (uint32_t i = 0; i < c->size; i++) {
+    struct sim_lane *l = &c->lanes[i];
+    l->state = LANE_READY;
+    l->wave_parity = 0;
+    sim_fiber_init(&l->fiber, l->fiber_stack, l->fiber_stack_size, lane_entry, l);
+    ready_push(i);
+  }
+  atomic_fetch_add(&d->progress, 1);
+  if (c->start_delay_us) nap_us(c->start_delay_us);
+  uint32_t backoff = 0;
+  for (;;) {
+    uint32_t i;
+    if (ready_pop(c, &i)) {
+      struct sim_lane *l = &c->lanes[i];
+      l->state = LANE_RUNNING;
+      sim_cur = l;
+      sim_fiber_switch(&c->sched, &l->fiber);
+      sim_cur = NULL;
+      if (c->aborted) break;
+      if (l->state == LANE_DONE) lane_exited(c, l);
+      else if (l->state == LANE_POLLING) polling[npolling++] = i;
+      if (sim.cfg.weak) sim_mem_drain_one(c);
+      if (c->live == 0) break;
+      continue;
+    }
+    if (atomic_load_explicit(&d->abort, memory_order_relaxed)) {
+      c->aborted = true;
+      break;
+    }
+    if (npolling == 0) {
+      describe_deadlock(c, c->trap, sizeof c->trap);
+      c->aborted = true;
+      sim_dispatch_abort(d, c->trap);
+      break;
+    }
+    /* Only polling work-items left: let other CTAs' threads run before polling again, backing
+     * off while nothing in this CTA moves. */
+    if (c->progressed) backoff = 0;
+    c->progressed = false;
+    if (sim.cfg.weak) sim_mem_drain_one(c);
+    if (backoff < 2) sched_yield();
+    else nap_us(backoff < 10 ? 1u << (backoff - 2) : 200);
+    backoff++;
+    for (uint32_t k = 0; k < npolling; k++) {
+      c->lanes[polling[k]].state = LANE_READY;
+      ready_push(polling[k]);
+    }
+    npolling = 0;
+  }
+  /* the end of a CTA publishes everything it stored (the dispatch's release) */
+  sim_mem_flush_all(c);
+  atomic_fetch_add(&d->progress, 1);
+}

@@ -1,0 +1,24 @@
+/* hsa/sim/hm_sim_ext.h: the few entry points the software agent adds to the HSA API, which the
+ * runtime finds with dlsym (ROCr has none of them, so their presence also means "software agent"). */
+#ifndef HM_SIM_EXT_H
+#define HM_SIM_EXT_H
+
+#include <stddef.h>
+#include <hsa/hsa.h>
+
+/* Hands the host kernel object (device code built as host C, see device/dev.h) to an executable
+ * before hsa_executable_load_agent_code_object: the agent runs these functions and takes the
+ * resources (registers, LDS, waves) from the gfx code object. */
+#define HM_SIM_SET_HOST_OBJECT "hm_sim_executable_set_host_object"
+typedef hsa_status_t (*hm_sim_set_host_object_fn)(hsa_executable_t exe, const void *image, size_t size);
+
+/* The text of a queue's last error (the watchdog's report, a trap's location, why a packet was
+ * malformed); returns its length, 0 when the queue has none. */
+#define HM_SIM_QUEUE_ERROR "hm_sim_queue_error"
+typedef size_t (*hm_sim_queue_error_fn)(const hsa_queue_t *queue, char *buf, size_t cap);
+
+/* A one-line description of the agent's configuration (arch, agents, CUs, modes). */
+#define HM_SIM_DESCRIBE "hm_sim_describe"
+typedef const char *(*hm_sim_describe_fn)(void);
+
+#endif /* HM_SIM_EXT_H */

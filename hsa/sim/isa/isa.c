@@ -1,0 +1,482 @@
+/* hsa/sim/isa/isa.c: the matrix-instruction and fp8-conversion models of hm_isa.h: operand
+ * layouts, decoding through device/formats.h, and an exact accumulator rounded once.
+ */
+#include "hm_isa.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats.h"
+
+/* ---------------------------------------------------------------- instruction shapes */
+
+struct shape {
+  unsigned m;      /* M = N: 16 or 32 */
+  unsigned k;      /* K */
+  bool scaled;     /* f8f6f4 with E8M0 block scales */
+  bool gfx950only;
+};
+
+static const struct shape shapes[DEV_MFMA_OP_COUNT] = {
+    [DEV_MFMA_F32_16X16X4_F32] = {16, 4, false, false},
+    [DEV_MFMA_F32_16X16X16_F16] = {16, 16, false, false},
+    [DEV_MFMA_F32_16X16X16_BF16] = {16, 16, false, false},
+    [DEV_MFMA_F32_32X32X8_BF16] = {32, 8, false, false},
+    [DEV_MFMA_F32_16X16X32_BF16] = {16, 32, false, true},
+    [DEV_MFMA_F32_16X16X32_FP8] = {16, 32, false, false},
+    [DEV_MFMA_F32_32X32X16_FP8] = {32, 16, false, false},
+    [DEV_MFMA_SCALE_F32_16X16X128_F8F6F4] = {16, 128, true, true},
+    [DEV_MFMA_SCALE_F32_32X32X64_F8F6F4] = {32, 64, true, true},
+};
+
+bool hm_isa_mfma_supported(enum hm_isa_arch arch, enum dev_mfma_op op) {
+  if ((unsigned)op >= DEV_MFMA_OP_COUNT) return false;
+  if (arch == HM_ISA_GFX950) return true;
+  return arch == HM_ISA_GFX942 && !shapes[op].gfx950only;
+}
+
+/* element kinds an operand is read as */
+enum elem {
+  EL_F32,
+  EL_F16,
+  EL_BF16,
+  EL_E4M3,     /* OCP */
+  EL_E4M3FNUZ, /* gfx942 fp8 */
+  EL_E5M2,     /* OCP bf8 */
+  EL_E2M1
+};
+static unsigned elem_bits(enum elem e) {
+  return e == EL_F32 ? 32 : (e == EL_F16 || e == EL_BF16) ? 16 : e == EL_E2M1 ? 4 : 8;
+}
+
+/* Where A[r][k] (or B[k][r]) lives: the lane, and the element index within that lane's
+ * registers (see the table in hm_isa.h). The scaled forms' layout depends on the element
+ * width: 8-bit formats take 16-byte runs of K, fp4 takes 32 consecutive K a lane. */
+static void locate(enum dev_mfma_op op, unsigned bits, unsigned r, unsigned k, unsigned *lane,
+                   unsigned *elem) {
+  switch (op) {
+  case DEV_MFMA_F32_16X16X4_F32: *lane = 16 * k + r, *elem = 0; return;
+  case DEV_MFMA_F32_16X16X16_F16:
+  case DEV_MFMA_F32_16X16X16_BF16: *lane = 16 * (k / 4) + r, *elem = k % 4; return;
+  case DEV_MFMA_F32_32X32X8_BF16: *lane = 32 * (k / 4) + r, *elem = k % 4; return;
+  case DEV_MFMA_F32_16X16X32_BF16:
+  case DEV_MFMA_F32_16X16X32_FP8: *lane = 16 * (k / 8) + r, *elem = k % 8; return;
+  case DEV_MFMA_F32_32X32X16_FP8: *lane = 32 * (k / 8) + r, *elem = k % 8; return;
+  case DEV_MFMA_SCALE_F32_16X16X128_F8F6F4:
+    if (bits == 4) *lane = 16 * (k / 32) + r, *elem = k % 32;
+    else *lane = 16 * ((k / 16) % 4) + r, *elem = 16 * (k / 64) + k % 16;
+    return;
+  case DEV_MFMA_SCALE_F32_32X32X64_F8F6F4:
+    if (bits == 4) *lane = 32 * (k / 32) + r, *elem = k % 32;
+    else *lane = 32 * ((k / 16) % 2) + r, *elem = 16 * (k / 32) + k % 16;
+    return;
+  default: *lane = 0, *elem = 0; return;
+  }
+}
+
+static u32 field(const u32 regs[8], unsigned bits, unsigned elem) {
+  unsigned bit = bits * elem;
+  u32 w = regs[bit / 32] >> (bit % 32);
+  return bits == 32 ? w : w & ((1u << bits) - 1u);
+}
+
+static f32 f16_to_f32(u32 h) {
+  u32 s = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 31) return fmt_float(s | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0u));
+  if (e == 0) return fmt_float(s | fmt_bits((f32)(i32)m * fmt_pow2(-24)));
+  return fmt_float(s | ((e + 112u) << 23) | (m << 13));
+}
+
+/* ---------------------------------------------------------------- exact accumulator */
+
+/* A two's-complement fixed-point integer of 11 x 64 bits whose bit b weighs 2^(b - 352). The
+ * terms it receives are m * 2^e with m < 2^48 (a product of two f32 mantissas, which split
+ * gives as odd integers with -149 <= e <= 104): f32 x f32 products lie in [2^-298, 2^256),
+ * fp8/fp4 products times two scales of 2^-127..2^127 in [2^-286, 2^286) (e5m2's 57344 squared
+ * times 2^254). C is an f32, and 129 terms add at most 8 bits: every bit lands between 54 and
+ * 352 + 294, far from the sign bit 703, so every partial sum is exact. */
+#define ACC_LIMBS 11
+#define ACC_OFFSET 352
+
+struct acc {
+  u64 w[ACC_LIMBS];
+  bool nonzero_term; /* some term was nonzero */
+  bool all_neg_zero; /* every term so far was -0 (IEEE: then the zero sum is -0) */
+};
+
+static void acc_init(struct acc *a) {
+  memset(a->w, 0, sizeof a->w);
+  a->nonzero_term = false;
+  a->all_neg_zero = true;
+}
+
+/* add (neg ? -1 : 1) * m * 2^e */
+static void acc_add(struct acc *a, bool neg, u64 m, i32 e) {
+  unsigned pos = (unsigned)(e + ACC_OFFSET), l = pos / 64, sh = pos % 64;
+  u64 part[2] = {m << sh, sh ? m >> (64 - sh) : 0};
+  if (!neg) {
+    u64 carry = 0;
+    for (unsigned i = l; i < ACC_LIMBS; i++) {
+      u64 add = (i - l < 2 ? part[i - l] : 0);
+      u64 s = a->w[i] + add;
+      u64 c1 = s < add;
+      u64 s2 = s + carry;
+      u64 c2 = s2 < carry;
+      a->w[i] = s2;
+      carry = c1 | c2;
+      if (i - l >= 1 && !carry) break;
+    }
+  } else {
+    u64 borrow = 0;
+    for (unsigned i = l; i < ACC_LIMBS; i++) {
+      u64 sub = (i - l < 2 ? part[i - l] : 0);
+      u64 d = a->w[i] - sub;
+      u64 b1 = a->w[i] < sub;
+      u64 d2 = d - borrow;
+      u64 b2 = d < borrow;
+      a->w[i] = d2;
+      borrow = b1 | b2;
+      if (i - l >= 1 && !borrow) break;
+    }
+  }
+}
+
+/* a finite f32 (or product of several) as a term; zero terms only update the sign rule */
+static void acc_term(struct acc *a, bool neg, u64 m, i32 e) {
+  if (m == 0) {
+    a->all_neg_zero = a->all_neg_zero && neg;
+    return;
+  }
+  a->nonzero_term = true;
+  a->all_neg_zero = false;
+  acc_add(a, neg, m, e);
+}
+
+/* the sum rounded once to f32 */
+static f32 acc_round(struct acc *a) {
+  u64 w[ACC_LIMBS];
+  memcpy(w, a->w, sizeof w);
+  bool neg = (w[ACC_LIMBS - 1] >> 63) != 0;
+  if (neg) { /* magnitude of a negative two's-complement value */
+    u64 carry = 1;
+    for (unsigned i = 0; i < ACC_LIMBS; i++) {
+      w[i] = ~w[i] + carry;
+      carry = carry && w[i] == 0;
+    }
+  }
+  int top = ACC_LIMBS - 1;
+  while (top >= 0 && w[top] == 0) top--;
+  if (top < 0) return fmt_float(!a->nonzero_term && a->all_neg_zero ? 0x80000000u : 0u);
+  unsigned p = 64 * (unsigned)top + 63 - fmt_clz64(w[top]); /* leading bit */
+  /* keep 61 bits from the leading one down, and whether anything below them is set */
+  u64 m = 0;
+  i32 e;
+  bool sticky = false;
+  if (p < 61) {
+    m = w[0];
+    e = -ACC_OFFSET;
+  } else {
+    unsigned lo = p - 60; /* lowest kept bit */
+    for (unsigned b = 0; b < 61; b++) {
+      unsigned bit = lo + b;
+      m |= ((w[bit / 64] >> (bit % 64)) & 1u) << b;
+    }
+    for (unsigned i = 0; i < lo / 64 && !sticky; i++) sticky = w[i] != 0;
+    if (!sticky && lo % 64) sticky = (w[lo / 64] & ((((u64)1) << (lo % 64)) - 1)) != 0;
+    e = (i32)lo - ACC_OFFSET;
+  }
+  /* one more bit below for the sticky flag: still exact for round-to-nearest-even */
+  m = (m << 1) | (sticky ? 1u : 0u);
+  return fmt_f32_from_scaled(neg ? 1u : 0u, m, e - 1);
+}
+
+/* ---------------------------------------------------------------- one output element */
+
+/* an operand value split for exact products: class, sign, and |v| = m * 2^e with m odd (the
+ * trailing zeros moved into e keep products of narrow formats narrow) */
+struct val {
+  u32 m;
+  i16 e;
+  u8 neg;
+  u8 cls; /* 0 zero, 1 finite, 2 inf or NaN (f holds it) */
+  f32 f;
+};
+
+static struct val split(f32 f) {
+  struct val v = {0, 0, 0, 0, f};
+  u32 u = fmt_bits(f), mag = u & 0x7fffffffu, ef = mag >> 23;
+  v.neg = (u8)(u >> 31);
+  if (mag >= 0x7f800000u) v.cls = 2;
+  else if (mag != 0) {
+    u32 m = ef ? (mag & 0x7fffffu) | 0x800000u : mag;
+    i32 e = ef ? (i32)ef - 150 : -149;
+    unsigned tz = (unsigned)__builtin_ctz(m);
+    v.cls = 1;
+    v.m = m >> tz;
+    v.e = (i16)(e + (i32)tz);
+  }
+  return v;
+}
+
+/* The narrow formats' 256 (or 16) codes, split once for all threads. */
+static struct val narrow[4][256]; /* EL_E4M3, EL_E4M3FNUZ, EL_E5M2, EL_E2M1 */
+static pthread_once_t narrow_once = PTHREAD_ONCE_INIT;
+static void narrow_init(void) {
+  for (unsigned c = 0; c < 256; c++) {
+    narrow[0][c] = split(fmt_e4m3_decode((u8)c));
+    narrow[1][c] = split(fmt_e4m3fnuz_decode((u8)c));
+    narrow[2][c] = split(fmt_e5m2_decode((u8)c));
+    narrow[3][c] = split(fmt_e2m1_decode((u8)c));
+  }
+}
+
+static struct val value(enum elem e, u32 code) {
+  switch (e) {
+  case EL_F32: return split(fmt_float(code));
+  case EL_F16: return split(f16_to_f32(code));
+  case EL_BF16: return split(fmt_bf16_to_f32((u16)code));
+  case EL_E4M3: return narrow[0][code & 0xffu];
+  case EL_E4M3FNUZ: return narrow[1][code & 0xffu];
+  case EL_E5M2: return narrow[2][code & 0xffu];
+  case EL_E2M1: return narrow[3][code & 0xfu];
+  }
+  return split(0.0f);
+}
+
+__extension__ typedef __int128 i128;
+__extension__ typedef unsigned __int128 u128;
+
+/* C + sum_k A[i][k] B[k][j] (times the block scales), per the model in hm_isa.h: `a` and `b`
+ * are row i of A and column j of B, decoded; sa / sb the E8M0 codes of each 32-wide K block
+ * (NULL for unscaled forms). The terms usually span few binades (narrow formats, scales
+ * close together), so they are summed in a 128-bit integer aligned at the lowest term when
+ * their span plus 8 carry bits fits; otherwise in the wide accumulator. Both sums are exact,
+ * so which one runs never shows in the result. */
+static f32 dot(const struct val *a, const struct val *b, unsigned k, const u32 *sa, const u32 *sb,
+               f32 c) {
+  u64 tm[129];
+  i32 te[129];
+  u8 tn[129];
+  i32 escale[4] = {0, 0, 0, 0};
+  unsigned n = 0;
+  bool all_neg_zero = true, special = false;
+  i32 lo = 0, hi = 0; /* lowest bit weight, and one past the highest, over nonzero terms */
+  struct val cv = split(c);
+  if (cv.cls == 2) special = true;
+  if (sa)
+    for (unsigned kb = 0; kb < k / 32; kb++) {
+      if (sa[kb] == 255u || sb[kb] == 255u) special = true; /* a NaN scale */
+      escale[kb] = (i32)sa[kb] - 127 + (i32)sb[kb] - 127;
+    }
+  if (cv.cls == 1) {
+    tm[0] = cv.m, te[0] = cv.e, tn[0] = cv.neg, n = 1;
+    lo = cv.e, hi = cv.e + 32 - __builtin_clz(cv.m);
+    all_neg_zero = false;
+  } else all_neg_zero = cv.neg != 0;
+  for (unsigned x = 0; x < k && !special; x++) {
+    u8 neg = a[x].neg ^ b[x].neg;
+    if (a[x].cls == 2 || b[x].cls == 2) special = true;
+    else if (a[x].cls == 0 || b[x].cls == 0) all_neg_zero = all_neg_zero && neg;
+    else {
+      u64 m = (u64)a[x].m * b[x].m;
+      i32 e = a[x].e + b[x].e + escale[x / 32];
+      i32 top = e + 64 - __builtin_clzll(m);
+      if (!n || e < lo) lo = e;
+      if (!n || top > hi) hi = top;
+      tm[n] = m, te[n] = e, tn[n] = neg, n++;
+      all_neg_zero = false;
+    }
+  }
+  if (special) {
+    /* IEEE specials decide the result; double arithmetic propagates them the same way, and
+     * the finite part of the sum cannot change an infinite or NaN total */
+    double s = (double)c;
+    for (unsigned x = 0; x < k; x++) {
+      double p = (double)a[x].f * (double)b[x].f;
+      if (sa) p = p * (double)fmt_e8m0_decode((u8)sa[x / 32]) * (double)fmt_e8m0_decode((u8)sb[x / 32]);
+      s += p;
+    }
+    return (f32)s;
+  }
+  if (!n) return fmt_float(all_neg_zero ? 0x80000000u : 0u);
+  if (hi - lo <= 118) { /* every term < 2^118 after alignment; 129 of them < 2^126 */
+    i128 acc = 0;
+    for (unsigned x = 0; x < n; x++) {
+      i128 v = (i128)tm[x] << (te[x] - lo);
+      acc += tn[x] ? -v : v;
+    }
+    if (acc == 0) return fmt_float(0u); /* exact cancellation of nonzero terms: +0 */
+    bool neg = acc < 0;
+    u128 mag = neg ? (u128)(-acc) : (u128)acc;
+    u64 h64 = (u64)(mag >> 64);
+    unsigned p = h64 ? 127u - (unsigned)__builtin_clzll(h64) : 63u - (unsigned)__builtin_clzll((u64)mag);
+    if (p <= 60) return fmt_f32_from_scaled(neg, (u64)mag, lo);
+    unsigned drop = p - 60; /* keep 61 bits, fold the rest into a sticky bit */
+    u64 m = (u64)(mag >> drop);
+    bool sticky = (mag & (((u128)1 << drop) - 1)) != 0;
+    return fmt_f32_from_scaled(neg, (m << 1) | (sticky ? 1u : 0u), lo + (i32)drop - 1);
+  }
+  struct acc w;
+  acc_init(&w);
+  for (unsigned x = 0; x < n; x++) acc_term(&w, tn[x] != 0, tm[x], te[x]);
+  return acc_round(&w);
+}
+
+/* ---------------------------------------------------------------- hm_isa_mfma */
+
+static bool fmt_elem(u32 fmt, enum elem *e) {
+  switch (fmt) {
+  case DEV_FMT_FP8: *e = EL_E4M3; return true;
+  case DEV_FMT_BF8: *e = EL_E5M2; return true;
+  case DEV_FMT_FP4: *e = EL_E2M1; return true;
+  default: return false; /* fp6 / bf6 are not modelled */
+  }
+}
+
+/* row r of A (b == false) or column r of B, decoded into out[0..k) */
+static void gather(enum dev_mfma_op op, enum elem el, bool b, const struct dev_mfma_lane *lanes,
+                   unsigned r, unsigned k, struct val *out) {
+  unsigned bits = elem_bits(el);
+  for (unsigned x = 0; x < k; x++) {
+    unsigned l, e;
+    locate(op, bits, r, x, &l, &e);
+    out[x] = value(el, field(b ? lanes[l].b : lanes[l].a, bits, e));
+  }
+}
+
+/* The agent calls hm_isa_mfma once a lane with the same 64 lanes' operands, and decoding them
+ * is most of the cost, so each thread keeps the last instruction's decoded A and B, reused
+ * while the operands (compared in full) and the instruction are the same. A thread whose
+ * cache cannot be allocated decodes per call instead: same result, slower. */
+struct mfma_cache {
+  bool valid;
+  enum hm_isa_arch arch;
+  enum dev_mfma_op op;
+  enum elem ea, eb;
+  u32 regs[64][16]; /* a[0..7] then b[0..7] of every lane */
+  struct val a[32 * 128]; /* A row-major, rows of k */
+  struct val bt[32 * 128]; /* B transposed: column j's k values contiguous */
+};
+static pthread_key_t cache_key;
+static bool cache_key_ok;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+static void cache_key_init(void) { cache_key_ok = pthread_key_create(&cache_key, free) == 0; }
+
+static struct mfma_cache *cache_get(void) {
+  pthread_once(&cache_once, cache_key_init);
+  if (!cache_key_ok) return NULL;
+  struct mfma_cache *c = pthread_getspecific(cache_key);
+  if (!c) {
+    c = calloc(1, sizeof *c);
+    if (c && pthread_setspecific(cache_key, c) != 0) {
+      free(c);
+      c = NULL;
+    }
+  }
+  return c;
+}
+
+static bool cache_hit(const struct mfma_cache *c, enum hm_isa_arch arch, enum dev_mfma_op op,
+                      enum elem ea, enum elem eb, const struct dev_mfma_lane *lanes) {
+  if (!c->valid || c->arch != arch || c->op != op || c->ea != ea || c->eb != eb) return false;
+  for (unsigned l = 0; l < 64; l++)
+    if (memcmp(c->regs[l], lanes[l].a, 32) || memcmp(c->regs[l] + 8, lanes[l].b, 32)) return false;
+  return true;
+}
+
+bool hm_isa_mfma(enum hm_isa_arch arch, enum dev_mfma_op op, const struct dev_mfma_lane lanes[64],
+                 unsigned lane, f32 d[16]) {
+  if (!lanes || !d || lane >= 64 || !hm_isa_mfma_supported(arch, op)) return false;
+  const struct shape sh = shapes[op];
+  enum elem ea, eb;
+  switch (op) {
+  case DEV_MFMA_F32_16X16X4_F32: ea = eb = EL_F32; break;
+  case DEV_MFMA_F32_16X16X16_F16: ea = eb = EL_F16; break;
+  case DEV_MFMA_F32_16X16X16_BF16:
+  case DEV_MFMA_F32_32X32X8_BF16:
+  case DEV_MFMA_F32_16X16X32_BF16: ea = eb = EL_BF16; break;
+  case DEV_MFMA_F32_16X16X32_FP8:
+  case DEV_MFMA_F32_32X32X16_FP8: ea = eb = arch == HM_ISA_GFX950 ? EL_E4M3 : EL_E4M3FNUZ; break;
+  default:
+    if (!fmt_elem(lanes[lane].fmt_a, &ea) || !fmt_elem(lanes[lane].fmt_b, &eb)) return false;
+    if (lanes[lane].opsel_a > 3 || lanes[lane].opsel_b > 3) return false;
+    for (unsigned l = 0; l < 64; l++)
+      if (lanes[l].fmt_a != lanes[lane].fmt_a || lanes[l].fmt_b != lanes[lane].fmt_b ||
+          lanes[l].opsel_a != lanes[lane].opsel_a || lanes[l].opsel_b != lanes[lane].opsel_b)
+        return false;
+    break;
+  }
+  pthread_once(&narrow_once, narrow_init);
+  unsigned m = sh.m, k = sh.k;
+  unsigned j = lane % m; /* this lane's D column */
+
+  struct mfma_cache *c = cache_get();
+  if (c && !cache_hit(c, arch, op, ea, eb, lanes)) {
+    c->valid = true, c->arch = arch, c->op = op, c->ea = ea, c->eb = eb;
+    for (unsigned l = 0; l < 64; l++) {
+      memcpy(c->regs[l], lanes[l].a, 32);
+      memcpy(c->regs[l] + 8, lanes[l].b, 32);
+    }
+    for (unsigned r = 0; r < m; r++) {
+      gather(op, ea, false, lanes, r, k, &c->a[r * k]);
+      gather(op, eb, true, lanes, r, k, &c->bt[r * k]);
+    }
+  }
+  struct val bcol[128], arow[128];
+  const struct val *bj = bcol;
+  if (c) bj = &c->bt[j * k];
+  else gather(op, eb, true, lanes, j, k, bcol);
+
+  u32 sbv[4], sav[4];
+  if (sh.scaled) /* the code for (column j, block kb) sits in lane m*kb + j, byte opsel */
+    for (unsigned kb = 0; kb < k / 32; kb++)
+      sbv[kb] = (lanes[m * kb + j].scale_b >> (8 * lanes[lane].opsel_b)) & 0xffu;
+  unsigned nreg = m == 16 ? 4 : 16;
+  for (unsigned r = 0; r < nreg; r++) {
+    unsigned i = m == 16 ? 4 * (lane / 16) + r : 8 * (r / 4) + 4 * (lane / 32) + r % 4;
+    const struct val *ai = arow;
+    if (c) ai = &c->a[i * k];
+    else gather(op, ea, false, lanes, i, k, arow);
+    if (sh.scaled)
+      for (unsigned kb = 0; kb < k / 32; kb++)
+        sav[kb] = (lanes[m * kb + i].scale_a >> (8 * lanes[lane].opsel_a)) & 0xffu;
+    d[r] = dot(ai, bj, k, sh.scaled ? sav : NULL, sh.scaled ? sbv : NULL, lanes[lane].c[r]);
+  }
+  return true;
+}
+
+/* ---------------------------------------------------------------- conversions */
+
+/* RNE without saturation (see hm_isa.h): the magnitude code is computed as if the format went
+ * on past its largest value, and anything beyond that code overflows */
+static u8 cvt_encode(f32 x, bool e5m2, bool fnuz) {
+  u32 u = fmt_bits(x), mag = u & 0x7fffffffu, s = (u >> 24) & 0x80u;
+  u32 mbits = e5m2 ? 2 : 3, maxcode = e5m2 ? (fnuz ? 0x7fu : 0x7bu) : (fnuz ? 0x7fu : 0x7eu);
+  i32 emin = e5m2 ? (fnuz ? -15 : -14) : (fnuz ? -7 : -6);
+  if (mag > 0x7f800000u) return (u8)(fnuz ? 0x80u : s | (e5m2 ? 0x7eu : 0x7fu));
+  u32 code = mag >= 0x7f800000u ? maxcode + 1 : fmt_small_code(mag, mbits, emin);
+  if (code > maxcode) return (u8)(fnuz ? 0x80u : s | (e5m2 ? 0x7cu : 0x7fu));
+  if (fnuz && code == 0) return 0;
+  return (u8)(s | code);
+}
+
+u32 hm_isa_cvt(enum hm_isa_arch arch, enum dev_cvt_op op, f32 a, f32 b, u32 old, u32 sel) {
+  bool fnuz = arch != HM_ISA_GFX950;
+  switch (op) {
+  case DEV_CVT_PK_FP8_F32:
+  case DEV_CVT_PK_BF8_F32: {
+    bool e5 = op == DEV_CVT_PK_BF8_F32;
+    u32 pair = (u32)cvt_encode(a, e5, fnuz) | ((u32)cvt_encode(b, e5, fnuz) << 8);
+    return sel ? (old & 0x0000ffffu) | (pair << 16) : (old & 0xffff0000u) | pair;
+  }
+  case DEV_CVT_F32_FP8:
+  case DEV_CVT_F32_BF8: {
+    u8 byte = (u8)(old >> (8 * (sel & 3u)));
+    f32 v = op == DEV_CVT_F32_FP8 ? (fnuz ? fmt_e4m3fnuz_decode(byte) : fmt_e4m3_decode(byte))
+                                  : (fnuz ? fmt_e5m2fnuz_decode(byte) : fmt_e5m2_decode(byte));
+    return fmt_bits(v);
+  }
+  }
+  return FMT_F32_QNAN;
+}

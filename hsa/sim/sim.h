@@ -1,0 +1,347 @@
+/* hsa/sim/sim.h: the software HSA agent's internal structures: agents and pools, allocations,
+ * signals, queues, executables and kernels, dispatches, CTAs and their work-item fibers. */
+#ifndef HM_SIM_H
+#define HM_SIM_H
+
+#include <hsa/amd_hsa_queue.h>
+#include <hsa/amd_hsa_signal.h>
+#include <hsa/hsa.h>
+#include <hsa/hsa_ext_amd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "dev_host.h"
+#include "fiber.h"
+#include "hm_codeobj.h"
+#include "hm_hsa_compat.h"
+#include "hm_occupancy.h"
+#include "isa/hm_isa.h"
+
+#define SIM_API __attribute__((visibility("default")))
+#define SIM_MAX_AGENTS 16
+#define SIM_MAX_POOLS 4
+#define SIM_PAGE 4096u
+#define SIM_MAX_CTA 1024u
+#define SIM_LINE 128u
+
+/* ---------------------------------------------------------------- configuration */
+
+struct sim_config {
+  unsigned ngpus;          /* HSAMONO_SIM_AGENTS, default 4 */
+  char arch[16];           /* HSAMONO_SIM_ARCH: gfx950 (default) or gfx942 */
+  unsigned cus;            /* HSAMONO_SIM_CUS, default the part's 256 / 304 */
+  double watchdog_s;       /* HSAMONO_SIM_WATCHDOG_S, default 60 */
+  bool weak;               /* HSAMONO_SIM_WEAK=1: weak visibility of hand-off memory */
+  bool chaos;              /* HSAMONO_SIM_CHAOS=<seed> set */
+  uint64_t chaos_seed;
+  size_t stack_bytes;      /* HSAMONO_SIM_STACK_KB, default 64: one work-item's fiber stack */
+};
+
+/* ---------------------------------------------------------------- agents, pools, memory */
+
+enum sim_pool_kind { POOL_COARSE, POOL_FINE, POOL_EXT_FINE, POOL_GROUP, POOL_SYS_FINE, POOL_SYS_COARSE };
+
+struct sim_agent;
+struct sim_pool {
+  struct sim_agent *agent;
+  enum sim_pool_kind kind;
+  hsa_amd_segment_t segment;
+  uint32_t flags;       /* hsa_amd_memory_pool_global_flag_t bits */
+  size_t size;
+  bool alloc_allowed;
+};
+
+/* A CU's resources in use, per SIMD where the hardware allocates per SIMD. */
+struct sim_cu {
+  uint32_t waves[4], vgprs[4], sgprs[4];
+  uint32_t lds, barriers;
+};
+
+struct sim_dispatch;
+struct sim_agent {
+  unsigned index;       /* position in hsa_iterate_agents order */
+  bool gpu;
+  unsigned gpu_index;   /* among GPU agents */
+  char name[16];        /* "gfx950" / "cpu" */
+  char isa[80];         /* full target id */
+  enum hm_isa_arch arch;
+  hm_cu_limits limits;
+  unsigned ncus;
+  struct sim_pool pools[SIM_MAX_POOLS];
+  unsigned npools;
+  /* CTA placement: the CUs' usage and the dispatches waiting for room, in order */
+  pthread_mutex_t lock;
+  struct sim_cu *cu;
+  unsigned next_cu;     /* CTAs are dealt round-robin over CUs, as the hardware does */
+  struct sim_dispatch *pending_head, *pending_tail;
+  /* copy engine */
+  pthread_t copier;
+  bool copier_started;
+  pthread_cond_t copy_cv;
+  struct sim_copy *copies;
+};
+
+/* One allocation (own or attached through IPC), backed by a memfd so other processes can map it. */
+struct sim_alloc {
+  uintptr_t base;
+  size_t size;
+  int fd;
+  struct sim_pool *pool;      /* NULL for an IPC attachment */
+  struct sim_agent *owner;    /* agent whose memory it is (NULL: system memory) */
+  uint32_t access;            /* bit per agent index allowed to access it */
+  bool attached;              /* mapped by hsa_amd_ipc_memory_attach */
+  uint64_t id;
+};
+
+/* ---------------------------------------------------------------- signals */
+
+/* The layout begins with ROCr's amd_signal_t: handle = its address, value at byte 8, as the
+ * packet processor of a GPU sees it. */
+struct sim_signal {
+  amd_signal_t amd;
+  _Atomic uint32_t seq;       /* futex word: bumped on every value change */
+  _Atomic uint32_t waiters;
+  uint32_t magic;
+  bool is_doorbell;
+  struct sim_queue *queue;    /* for a doorbell */
+};
+#define SIM_SIGNAL_MAGIC 0x5167a1edu
+
+/* ---------------------------------------------------------------- executables and kernels */
+
+struct sim_kernel {
+  uint32_t magic;
+  char name[HM_CO_NAME_MAX];
+  char symbol[HM_CO_NAME_MAX];
+  void (*fn)(const void *kernarg);
+  hm_co_kernel meta;          /* from the gfx code object */
+  hm_kernel_resources res;
+  struct sim_agent *agent;
+  struct sim_exe *exe;
+};
+#define SIM_KERNEL_MAGIC 0x6b65726eu
+
+struct sim_exe {
+  uint32_t magic;
+  bool frozen;
+  void *host_image;           /* the host kernel object handed over for this executable */
+  size_t host_size;
+  void *dl;                   /* its dlopen handle */
+  int memfd;
+  struct sim_kernel *kernels;
+  unsigned nkernels;
+  struct sim_agent *agent;
+};
+#define SIM_EXE_MAGIC 0x65786563u
+
+struct sim_reader {
+  uint32_t magic;
+  void *image;
+  size_t size;
+};
+#define SIM_READER_MAGIC 0x72656164u
+
+/* ---------------------------------------------------------------- queues and dispatches */
+
+struct sim_queue {
+  amd_queue_t *amd;           /* ROCr's queue structure; amd->hsa_queue is what callers hold */
+  void *ring;
+  uint32_t size;
+  struct sim_agent *agent;
+  struct sim_signal *doorbell;
+  void (*callback)(hsa_status_t, hsa_queue_t *, void *);
+  void *cb_data;
+  pthread_t thread;
+  pthread_mutex_t lock;
+  pthread_cond_t cv;          /* a dispatch of this queue finished */
+  _Atomic bool stop;
+  _Atomic bool failed;        /* after an error the queue processes nothing more */
+  unsigned inflight;          /* dispatches launched and not finished */
+  char error[1024];
+  uint32_t magic;
+};
+#define SIM_QUEUE_MAGIC 0x71756575u
+
+enum lane_state { LANE_READY, LANE_RUNNING, LANE_BARRIER, LANE_WAVE, LANE_POLLING, LANE_DONE };
+
+struct sim_cta;
+struct sim_lane {
+  struct sim_fiber fiber;
+  void *fiber_stack;
+  size_t fiber_stack_size;
+  struct sim_cta *cta;
+  uint32_t lid;
+  enum lane_state state;
+  uint32_t wave_parity;       /* which exchange buffer its next wave operation uses */
+};
+
+/* One wave's exchange area for cross-lane operations: each lane deposits its operand, the last
+ * to arrive releases the others, everyone reads what it needs. Two areas alternate so a fast
+ * lane's next operation cannot overwrite what a slow lane has yet to read. */
+struct sim_wave_xchg {
+  uint32_t arrived;
+  uint32_t kind;
+  uint64_t active;            /* lanes that deposited */
+  union {
+    uint32_t u32[64];
+    struct dev_mfma_lane mfma[64];
+  } slot;
+};
+
+/* The weak-visibility model's state of one CTA (see memmodel.c). */
+struct sim_pending {
+  uintptr_t addr;             /* 4-byte aligned word */
+  uint32_t value;
+  uint8_t cls;                /* PEND_RELEASE or PEND_COMPLETE */
+  uint8_t need_system;        /* target memory needs a system-scope release */
+  uint8_t live;
+};
+struct sim_line {
+  uintptr_t tag;              /* line address, 0 = empty */
+  uint8_t data[SIM_LINE];
+};
+#define SIM_CACHE_LINES 1024u
+struct sim_hslot {
+  uintptr_t addr;
+  uint32_t idx, gen;
+};
+struct sim_memview {
+  struct sim_pending *pend;
+  uint32_t npend, cap, live, live_complete;
+  struct sim_hslot *hash;     /* word address -> index of its newest pending entry */
+  uint32_t hash_cap, hash_used, gen;
+  struct sim_line *cache;     /* SIM_CACHE_LINES lines, direct mapped */
+  struct sim_alloc last;      /* cache of the last registry lookup */
+};
+
+struct sim_cta {
+  struct sim_dispatch *d;
+  uint32_t id, size, nwaves;
+  struct sim_lane *lanes;     /* size of them */
+  struct sim_fiber sched;     /* the worker's own context */
+  uint8_t *lds;
+  uint32_t lds_size;
+  uint32_t live, bar_arrived;
+  struct sim_wave_xchg (*xchg)[2];
+  uint32_t *wave_live;        /* live lanes a wave */
+  struct sim_memview mem;
+  uint64_t rng;               /* chaos */
+  uint32_t poll_rounds_idle;  /* consecutive scheduling rounds with only polling lanes */
+  bool progressed;
+  bool aborted;
+  char trap[512];
+  unsigned cu;                /* where it was placed */
+  uint32_t start_delay_us;    /* chaos: how long it waits before its first work-item runs */
+  uint32_t simd_waves[4];
+};
+
+struct sim_dispatch {
+  struct sim_queue *q;
+  struct sim_kernel *k;
+  hsa_kernel_dispatch_packet_t pkt;
+  uint64_t packet_id;
+  uint32_t nctas, cta_size, group_bytes;
+  uint32_t next;              /* next CTA (position in order[]) to place */
+  uint32_t *order;            /* CTA start order (a permutation under chaos) */
+  uint8_t *started;           /* per CTA */
+  _Atomic uint32_t finished;  /* CTAs done (or abandoned) */
+  _Atomic uint32_t running;
+  _Atomic uint64_t progress;  /* bumped by anything that moves the kernel forward */
+  _Atomic bool abort;
+  _Atomic bool failed;
+  _Atomic bool ended;         /* completion reported (once) */
+  uint64_t abort_ns;          /* when it was aborted: CTAs that never stop are abandoned later */
+  char error[1024];
+  uint64_t last_progress, last_change_ns;
+  uint32_t resident_limit;    /* CUs x resident CTAs a CU for this kernel */
+  struct sim_dispatch *next_pending;
+  struct sim_dispatch *next_active;
+  uint64_t seq;
+};
+
+/* ---------------------------------------------------------------- the agent's global state */
+
+struct sim_state {
+  pthread_mutex_t lock;
+  int refcount;               /* hsa_init / hsa_shut_down */
+  struct sim_config cfg;
+  struct sim_agent agents[SIM_MAX_AGENTS];
+  unsigned nagents;
+  /* allocations, sorted by base */
+  pthread_rwlock_t alloc_lock;
+  struct sim_alloc *allocs;
+  unsigned nallocs, alloc_cap;
+  uint64_t next_alloc_id;
+  /* dispatches in flight (for the watchdog) */
+  struct sim_dispatch *active;
+  pthread_t watchdog;
+  bool watchdog_started;
+  _Atomic bool stopping;
+  uint64_t dispatch_seq;
+  char describe[256];
+};
+
+extern struct sim_state sim;
+
+/* ---------------------------------------------------------------- shared functions */
+
+hsa_status_t sim_error(hsa_status_t s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+uint64_t sim_now_ns(void);
+void sim_config_load(struct sim_config *cfg);
+
+/* agents */
+struct sim_agent *sim_agent_of(hsa_agent_t a);
+struct sim_pool *sim_pool_of(hsa_amd_memory_pool_t p);
+
+/* allocations */
+bool sim_alloc_find(uintptr_t addr, struct sim_alloc *out);
+void sim_allocs_release_all(void);
+
+/* signals */
+struct sim_signal *sim_signal_of(hsa_signal_t s);
+void sim_signal_changed(struct sim_signal *s);
+hsa_status_t sim_signal_new(int64_t value, struct sim_signal **out);
+void sim_signal_free(struct sim_signal *s);
+/* sleep until the signal's change counter moves past seq (or the timeout) */
+void sim_signal_wait_seq(struct sim_signal *s, uint32_t seq, uint64_t timeout_ns);
+int64_t sim_signal_wait_value(struct sim_signal *s, hsa_signal_condition_t cond, int64_t cmp, uint64_t timeout_ns,
+                              const _Atomic bool *stop);
+
+/* dispatch and execution */
+struct sim_kernel *sim_kernel_lookup(uint64_t kernel_object);
+void sim_dispatch_start(struct sim_queue *q, const hsa_kernel_dispatch_packet_t *pkt, uint64_t id,
+                        struct sim_kernel *k);
+void sim_exec_shutdown(void);
+void sim_dispatches_abort_queue(struct sim_queue *q);
+void sim_dispatch_abort(struct sim_dispatch *d, const char *why);
+void sim_copiers_stop(void);
+void sim_watchdog_ensure(void);
+void sim_cta_run(struct sim_cta *c);
+void sim_queue_fail(struct sim_queue *q, hsa_status_t status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* the memory model (memmodel.c) */
+void sim_mem_init(struct sim_memview *m);
+void sim_mem_free(struct sim_memview *m);
+void sim_mem_reset(struct sim_memview *m);
+void sim_mem_load(struct sim_cta *c, const void *p, void *out, uint32_t bytes, enum dev_cache_policy cp);
+void sim_mem_store(struct sim_cta *c, void *p, const void *in, uint32_t bytes, enum dev_cache_policy cp);
+uint64_t sim_mem_atomic(struct sim_cta *c, void *p, enum dev_atomic_op op, uint32_t bytes, uint64_t v, uint64_t cmp,
+                        enum dev_order order, enum dev_scope scope);
+void sim_mem_fence(struct sim_cta *c, enum dev_order order, enum dev_scope scope);
+void sim_mem_wait_stores(struct sim_cta *c);
+void sim_mem_drain_one(struct sim_cta *c);
+void sim_mem_flush_all(struct sim_cta *c);
+
+/* the CTA side (cta.c): what dev_host ops call */
+extern __thread struct sim_lane *sim_cur;
+void sim_lane_yield(enum lane_state st);
+void sim_check_abort(void);
+__attribute__((noreturn)) void sim_trap(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+uint64_t sim_rng(uint64_t *state);
+void sim_chaos_point(void);
+extern const struct dev_host_ops sim_dev_ops;
+
+#endif /* HM_SIM_H */

@@ -1,0 +1,382 @@
+/* tests/hsa/test_dispatch.c: the runtime's dispatch paths at volume: 10,000 dispatches through a
+ * small queue (wrap-around), barrier packets ordering kernels on two queues, a persistent grid
+ * barrier run 1,000 times, residency refusal and the arrival check, a recorded chain replayed
+ * 1,000 times, and IPC between two processes each reading the other's buffer. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dev_persist.h"
+#include "hm_hsa.h"
+#include "rt_helpers.h"
+#include "selftest/selftest.h"
+
+static void nap_ms(unsigned ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+  nanosleep(&ts, NULL);
+}
+
+/* 10,000 dispatches through a 64-packet queue: the ring wraps around 156 times; batches of 1
+ * to 8 packets a doorbell; with and without the barrier bit. */
+START_TEST(ten_thousand_dispatches) {
+  hm_runtime *rt = t_open();
+  hm_agent *a = hm_agent_get(rt, 0);
+  hm_queue *q;
+  ck_assert_int_eq(hm_queue_create(a, 64, &q), HM_OK);
+  const hm_kernel *k = t_kernel(t_program(a), "st_count");
+  uint32_t *c = t_host(a, 64);
+  struct st_count_args args = {.counter = (uint64_t)(uintptr_t)c};
+  void *ka = t_kernarg(a, &args, sizeof args);
+  hm_dispatch d[8];
+  for (int i = 0; i < 8; i++)
+    d[i] = (hm_dispatch){.kernel = k, .ctas = 1, .kernarg = ka, .barrier = (i % 3) == 0,
+                         .acquire = HM_FENCE_AGENT, .release = HM_FENCE_AGENT};
+  unsigned sent = 0;
+  while (sent < 10000) {
+    unsigned n = 1 + sent % 8;
+    if (sent + n > 10000) n = 10000 - sent;
+    ck_assert_msg(hm_queue_dispatch(q, d, n) == HM_OK, "%s", hm_errmsg());
+    sent += n;
+  }
+  ck_assert_msg(hm_queue_wait_idle(q, RUN_TIMEOUT_NS) == HM_OK, "%s", hm_errmsg());
+  ck_assert_uint_eq(c[0], 10000);
+  hm_runtime_close(rt);
+}
+END_TEST
+
+/* Queue B must not run its kernel before queue A's finishes: a barrier-AND packet on B waits
+ * for A's completion signal. A's kernel only finishes once the host raises a flag, well after B's
+ * packets are in; without the barrier B's copy would read the value before A wrote it. */
+START_TEST(barrier_orders_two_queues) {
+  hm_runtime *rt = t_open();
+  hm_agent *a = hm_agent_get(rt, 0);
+  hm_queue *qa, *qb;
+  ck_assert_int_eq(hm_queue_create(a, 64, &qa), HM_OK);
+  ck_assert_int_eq(hm_queue_create(a, 64, &qb), HM_OK);
+  hm_program *p = t_program(a);
+  uint32_t *flag = t_host(a, 64), *out = t_host(a, 64), *copy = t_host(a, 64), *copy2 = t_host(a, 64);
+  hm_signal a_done, b_done;
+  ck_assert_int_eq(hm_signal_create(rt, 1, &a_done), HM_OK);
+  ck_assert_int_eq(hm_signal_create(rt, 1, &b_done), HM_OK);
+  struct st_poll_args pa = {.flag = (uint64_t)(uintptr_t)flag, .out = (uint64_t)(uintptr_t)out, .ticks = 3000000000ull};
+  hm_dispatch da = {.kernel = t_kernel(p, "st_poll"), .ctas = 1, .kernarg = t_kernarg(a, &pa, sizeof pa),
+                    .completion = a_done, .release = HM_FENCE_SYSTEM};
+  struct st_memory_args ma = {.in = (uint64_t)(uintptr_t)out, .out = (uint64_t)(uintptr_t)copy,
+                              .out2 = (uint64_t)(uintptr_t)copy2, .n = 2, .cp = 17};
+  hm_dispatch db = {.kernel = t_kernel(p, "st_memory"), .ctas = 1, .kernarg = t_kernarg(a, &ma, sizeof ma),
+                    .completion = b_done, .acquire = HM_FENCE_SYSTEM};
+  hm_barrier_pkt bar = {.deps = {a_done}, .acquire = HM_FENCE_SYSTEM};
+  ck_assert_int_eq(hm_queue_dispatch(qa, &da, 1), HM_OK);
+  ck_assert_int_eq(hm_queue_barrier(qb, &bar), HM_OK);
+  ck_assert_int_eq(hm_queue_dispatch(qb, &db, 1), HM_OK);
+  nap_ms(50);
+  ck_assert_int_eq(hm_signal_load(rt, b_done), 1); /* still held by the barrier */
+  __atomic_store_n(&flag[0], 1, __ATOMIC_RELEASE);
+  ck_assert_int_eq(hm_signal_wait(rt, b_done, HM_WAIT_EQ, 0, RUN_TIMEOUT_NS, false, NULL), HM_OK);
+  ck_assert_int_eq(hm_signal_load(rt, a_done), 0);
+  ck_assert_uint_eq(out[0], 1);
+  ck_assert_uint_eq(copy[0], 1);
+  hm_runtime_close(rt);
+}
+END_TEST
+
+/* The persistent grid barrier: arrival handshake, then 4 epochs of the barrier, 1,000 launches. */
+START_TEST(persistent_grid_barrier) {
+  hm_runtime *rt = t_open();
+  hm_agent *a = hm_agent_get(rt, 0);
+  hm_queue *q;
+  ck_assert_int_eq(hm_queue_create(a, 64, &q), HM_OK);
+  const hm_kernel *k = t_kernel(t_program(a), "st_gridbar");
+  const uint32_t ctas = 8, epochs = 4, launches = 1000;
+  uint32_t *bar = t_host(a, 64), *out = t_host(a, 4 * ctas);
+  struct dev_persist *arrive;
+  ck_assert_int_eq(hm_persist_new(a, &arrive), HM_OK);
+  struct st_gridbar_args args = {.bar = (uint64_t)(uintptr_t)bar, .out = (uint64_t)(uintptr_t)out,
+                                 .persist = (uint64_t)(uintptr_t)arrive, .epochs = epochs};
+  hm_signal done;
+  ck_assert_int_eq(hm_signal_create(rt, 0, &done), HM_OK);
+  hm_dispatch d = {.kernel = k, .ctas = ctas, .kernarg = t_kernarg(a, &args, sizeof args), .barrier = true,
+                   .acquire = HM_FENCE_SYSTEM, .release = HM_FENCE_SYSTEM, .completion = done};
+  for (uint32_t i = 0; i < launches; i++) {
+    hm_signal_store(rt, done, 1);
+    ck_assert_msg(hm_persistent_launch(q, &d, arrive, 0) == HM_OK, "launch %u: %s", i, hm_errmsg());
+    ck_assert_msg(hm_signal_wait(rt, done, HM_WAIT_EQ, 0, RUN_TIMEOUT_NS, false, NULL) == HM_OK, "%s", hm_errmsg());
+  }
+  for (uint32_t c = 0; c < ctas; c++) ck_assert_uint_eq(out[c], launches * epochs);
+  ck_assert_uint_eq(bar[0] & 0xffff, 0);          /* every barrier left its count at zero */
+  ck_assert_uint_eq(bar[0] >> 16, launches * epochs); /* and moved the generation once */
+  hm_runtime_close(rt);
+}
+END_TEST
+
+/* A grid larger than CUs x resident CTAs is refused before anything is launched, with numbers. */
+START_TEST(residency_refusal) {
+  hm_runtime *rt = t_open();
+  hm_agent *a = hm_agent_get(rt, 0);
+  const hm_kernel *k = t_kernel(t_program(a), "st_barrier");
+  uint32_t cus = hm_agent_info_of(a)->cus, grid = 0;
+  ck_assert_int_eq(hm_persistent_grid(k, a, 0, 0, &grid), HM_OK);
+  ck_assert_uint_eq(grid, 4 * cus); /* 8-wave CTAs: 4 a CU by wave slots */
+  ck_assert_int_eq(hm_persistent_grid(k, a, 4 * cus, 0, &grid), HM_OK);
+  ck_assert_int_eq(hm_persistent_grid(k, a, 4 * cus + 1, 0, &grid), HM_ERR_REFUSED);
+  ck_assert_uint_eq(grid, 0);
+  char want[64];
+  snprintf(want, sizeof want, "%u CTAs", 4 * cus + 1);
+  ck_assert_msg(strstr(hm_errmsg(), want) && strstr(hm_errmsg(), "waves"), "%s", hm_errmsg());
+  /* dynamic LDS can make even one CTA a CU impossible */
+  uint32_t lds = hm_agent_info_of(a)->lds_bytes;
+  ck_assert_int_eq(hm_persistent_grid(k, a, 0, lds, &grid), HM_ERR_REFUSED);
+  ck_assert_msg(strstr(hm_errmsg(), "lds"), "%s", hm_errmsg());
+  /* and a refused persistent launch writes nothing */
+  hm_queue *q;
+  ck_assert_int_eq(hm_queue_create(a, 64, &q), HM_OK);
+  struct dev_persist *arrive;
+  ck_assert_int_eq(hm_persist_new(a, &arrive), HM_OK);
+  uint32_t *out = t_host(a, 4 * 512 * (4 * cus + 1));
+  struct st_barrier_args args = {.out = (uint64_t)(uintptr_t)out, .rounds = 1};
+  hm_dispatch d = {.kernel = k, .ctas = 4 * cus + 1, .kernarg = t_kernarg(a, &args, sizeof args)};
+  ck_assert_int_eq(hm_persistent_launch(q, &d, arrive, 0), HM_ERR_REFUSED);
+  ck_assert_int_eq(hm_queue_wait_idle(q, RUN_TIMEOUT_NS), HM_OK);
+  ck_assert_uint_eq(out[0], 0);
+  hm_runtime_close(rt);
+}
+END_TEST
+
+/* The calculator says the grid fits, but another kernel holds every CU: the arrival check sees
+ * only part of the grid arrive, aborts the launch and says so, and nothing hangs. */
+START_TEST(arrival_check) {
+  hm_runtime *rt = t_open();
+  hm_agent *a = hm_agent_get(rt, 0);
+  hm_program *p = t_program(a);
+  uint32_t cus = hm_agent_info_of(a)->cus;
+  hm_queue *qhold, *q;
+  ck_assert_int_eq(hm_queue_create(a, 64, &qhold), HM_OK);
+  ck_assert_int_eq(hm_queue_create(a, 64, &q), HM_OK);
+  /* 1024-work-item CTAs: two fill a CU's 32 wave slots */
+  uint32_t *flag = t_host(a, 64);
+  struct st_hold_args ha = {.flag = (uint64_t)(uintptr_t)flag, .ticks = 6000000000ull};
+  hm_signal held;
+  ck_assert_int_eq(hm_signal_create(rt, 1, &held), HM_OK);
+  hm_dispatch dh = {.kernel = t_kernel(p, "st_hold"), .ctas = 2 * cus, .kernarg = t_kernarg(a, &ha, sizeof ha),
+                    .completion = held};
+  ck_assert_int_eq(hm_queue_dispatch(qhold, &dh, 1), HM_OK);
+  nap_ms(200); /* let the holding grid take its CUs */
+  const hm_kernel *k = t_kernel(p, "st_gridbar");
+  uint32_t *bar = t_host(a, 64), *out = t_host(a, 4 * 8);
+  struct dev_persist *arrive;
+  ck_assert_int_eq(hm_persist_new(a, &arrive), HM_OK);
+  struct st_gridbar_args args = {.bar = (uint64_t)(uintptr_t)bar, .out = (uint64_t)(uintptr_t)out,
+                                 .persist = (uint64_t)(uintptr_t)arrive, .epochs = 1};
+  hm_signal done;
+  ck_assert_int_eq(hm_signal_create(rt, 1, &done), HM_OK);
+  hm_dispatch d = {.kernel = k, .ctas = 8, .kernarg = t_kernarg(a, &args, sizeof args), .completion = done};
+  uint64_t t0 = hm_now_test_ns();
+  hm_status s = hm_persistent_launch(q, &d, arrive, 300000000ull);
+  uint64_t took = hm_now_test_ns() - t0;
+  __atomic_store_n(&flag[0], 1, __ATOMIC_RELEASE); /* release the CUs */
+  ck_assert_int_eq(s, HM_ERR_REFUSED);
+  ck_assert_msg(strstr(hm_errmsg(), "of 8 CTAs arrived") && strstr(hm_errmsg(), "not resident"), "%s", hm_errmsg());
+  ck_assert_uint_lt(took, 20000000000ull);
+  /* the aborted launch ends, the holder ends, and the queue is usable again */
+  ck_assert_int_eq(hm_signal_wait(rt, done, HM_WAIT_EQ, 0, RUN_TIMEOUT_NS, false, NULL), HM_OK);
+  ck_assert_int_eq(hm_signal_wait(rt, held, HM_WAIT_EQ, 0, RUN_TIMEOUT_NS, false, NULL), HM_OK);
+  ck_assert_uint_eq(out[0], 0); /* no CTA ran the barrier */
+  hm_signal_store(rt, done, 1);
+  ck_assert_msg(hm_persistent_launch(q, &d, arrive, 0) == HM_OK, "%s", hm_errmsg());
+  ck_assert_int_eq(hm_signal_wait(rt, done, HM_WAIT_EQ, 0, RUN_TIMEOUT_NS, false, NULL), HM_OK);
+  ck_assert_uint_eq(out[0], 1);
+  hm_runtime_close(rt);
+}
+END_TEST
+
+/* A recorded chain (three dispatches and a barrier packet) replayed 1,000 times; once the chain
+ * has visited every ring slot, replays rewrite only the headers. */
+START_TEST(chain_replay) {
+  hm_runtime *rt = t_open();
+  hm_agent *a = hm_agent_get(rt, 0);
+  hm_queue *q;
+  ck_assert_int_eq(hm_queue_create(a, 64, &q), HM_OK);
+  hm_program *p = t_program(a);
+  const hm_kernel *k = t_kernel(p, "st_count");
+  uint32_t *c = t_host(a, 64);
+  struct st_count_args args = {.counter = (uint64_t)(uintptr_t)c};
+  void *ka = t_kernarg(a, &args, sizeof args);
+  hm_chain *ch;
+  ck_assert_int_eq(hm_chain_create(q, &ch), HM_OK);
+  hm_dispatch d = {.kernel = k, .ctas = 2, .kernarg = ka, .barrier = true};
+  ck_assert_int_eq(hm_chain_add_dispatch(ch, &d), HM_OK);
+  ck_assert_int_eq(hm_chain_add_dispatch(ch, &d), HM_OK);
+  hm_barrier_pkt b = {.barrier = true};
+  ck_assert_int_eq(hm_chain_add_barrier(ch, &b), HM_OK);
+  d.ctas = 3;
+  ck_assert_int_eq(hm_chain_add_dispatch(ch, &d), HM_OK);
+  hm_dispatch withsig = d;
+  withsig.completion.handle = 1;
+  ck_assert_int_eq(hm_chain_add_dispatch(ch, &withsig), HM_ERR_INVALID_ARG);
+  unsigned header_only = 0;
+  for (int i = 0; i < 1000; i++) {
+    ck_assert_msg(hm_chain_replay(ch) == HM_OK, "%s", hm_errmsg());
+    ck_assert_msg(hm_chain_wait(ch, RUN_TIMEOUT_NS) == HM_OK, "%s", hm_errmsg());
+    if (i >= 16) ck_assert_uint_eq(hm_chain_last_full_writes(ch), 0);
+    header_only += hm_chain_last_full_writes(ch) == 0;
+  }
+  ck_assert_uint_eq(c[0], 1000 * 7);
+  ck_assert_uint_ge(header_only, 984);
+  /* another packet on the queue takes a slot: the next replay rewrites that one in full */
+  ck_assert_int_eq(hm_queue_wait_idle(q, RUN_TIMEOUT_NS), HM_OK);
+  ck_assert_int_eq(hm_chain_replay(ch), HM_OK);
+  ck_assert_int_eq(hm_chain_wait(ch, RUN_TIMEOUT_NS), HM_OK);
+  ck_assert_uint_ge(hm_chain_last_full_writes(ch), 1);
+  ck_assert_uint_eq(c[0], 1001 * 7);
+  hm_chain_destroy(ch);
+  hm_chain *empty;
+  ck_assert_int_eq(hm_chain_create(q, &empty), HM_OK);
+  ck_assert_int_eq(hm_chain_replay(empty), HM_ERR_INVALID_ARG);
+  hm_chain_destroy(empty);
+  hm_runtime_close(rt);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- IPC between two processes */
+
+/* The child: attach the parent's buffer, export its own, run a kernel copying the parent's data
+ * into its own buffer, and wait for the parent to do the reverse. argv: the parent's handle. */
+int hm_test_child(int argc, char **argv) {
+  if (argc < 1) return 10;
+  hm_ipc_handle theirs;
+  if (sscanf(argv[0], "%8x.%8x.%8x.%8x.%8x.%8x.%8x.%8x.%llx", &theirs.hsa[0], &theirs.hsa[1], &theirs.hsa[2],
+             &theirs.hsa[3], &theirs.hsa[4], &theirs.hsa[5], &theirs.hsa[6], &theirs.hsa[7],
+             (unsigned long long *)&theirs.size) != 9)
+    return 11;
+  hm_runtime *rt;
+  if (hm_runtime_open(NULL, &rt)) return 12;
+  hm_agent *a = hm_agent_get(rt, 0);
+  void *peer;
+  if (hm_ipc_attach(rt, &theirs, &a, 1, &peer)) return 13;
+  uint32_t *mine;
+  if (hm_mem_alloc(a, HM_POOL_UNCACHED, 4096, 0, (void **)&mine)) return 14;
+  if (hm_mem_fill(rt, mine, 0xc0ffee00u, 1024)) return 15;
+  hm_ipc_handle h;
+  if (hm_ipc_export(rt, mine, &h)) return 16;
+  /* tell the parent our handle on stdout */
+  printf("%08x.%08x.%08x.%08x.%08x.%08x.%08x.%08x.%llx\n", h.hsa[0], h.hsa[1], h.hsa[2], h.hsa[3], h.hsa[4], h.hsa[5],
+         h.hsa[6], h.hsa[7], (unsigned long long)h.size);
+  fflush(stdout);
+  /* copy the parent's first 1000 words into a host buffer with a kernel */
+  hm_program *p;
+  const hm_kernel *k;
+  hm_queue *q;
+  if (hm_program_load(a, &p) || hm_kernel_get(p, "st_memory", &k) || hm_queue_create(a, 64, &q)) return 17;
+  uint32_t *out, *out2;
+  if (hm_mem_alloc(a, HM_POOL_HOST, 4096, 0, (void **)&out) || hm_mem_alloc(a, HM_POOL_HOST, 4096, 0, (void **)&out2))
+    return 18;
+  struct st_memory_args args = {.in = (uint64_t)(uintptr_t)peer, .out = (uint64_t)(uintptr_t)out,
+                                .out2 = (uint64_t)(uintptr_t)out2, .n = 1000, .cp = 17};
+  void *ka;
+  hm_signal done;
+  if (hm_kernarg_new(a, &args, sizeof args, &ka) || hm_signal_create(rt, 1, &done)) return 19;
+  hm_dispatch d = {.kernel = k, .ctas = 2, .kernarg = ka, .completion = done,
+                   .acquire = HM_FENCE_SYSTEM, .release = HM_FENCE_SYSTEM};
+  if (hm_queue_dispatch(q, &d, 1) || hm_signal_wait(rt, done, HM_WAIT_EQ, 0, RUN_TIMEOUT_NS, false, NULL)) return 20;
+  for (uint32_t i = 0; i < 1000; i++)
+    if (out[i] != 0x5ee00000u + i) return 21;
+  /* wait until the parent has read our buffer (it says so on stdin), then leave */
+  char line[16];
+  if (!fgets(line, sizeof line, stdin)) return 22;
+  if (hm_ipc_detach(rt, peer)) return 23;
+  hm_runtime_close(rt);
+  return 0;
+}
+
+START_TEST(ipc_two_processes) {
+  hm_runtime *rt = t_open();
+  hm_agent *a = hm_agent_get(rt, 0);
+  uint32_t *mine;
+  ck_assert_int_eq(hm_mem_alloc(a, HM_POOL_UNCACHED, 8192, 0, (void **)&mine), HM_OK);
+  uint32_t *src = t_host(a, 8192);
+  for (uint32_t i = 0; i < 2048; i++) src[i] = 0x5ee00000u + i;
+  hm_signal none = {0};
+  ck_assert_int_eq(hm_mem_copy(rt, mine, src, 8192, none), HM_OK);
+  hm_ipc_handle h;
+  ck_assert_int_eq(hm_ipc_export(rt, mine, &h), HM_OK);
+  ck_assert_int_eq(hm_ipc_export(rt, mine + 1, &h), HM_ERR_INVALID_ARG); /* not the start */
+  ck_assert_int_eq(hm_ipc_export(rt, mine, &h), HM_OK);
+  char arg[128];
+  snprintf(arg, sizeof arg, "%08x.%08x.%08x.%08x.%08x.%08x.%08x.%08x.%llx", h.hsa[0], h.hsa[1], h.hsa[2], h.hsa[3],
+           h.hsa[4], h.hsa[5], h.hsa[6], h.hsa[7], (unsigned long long)h.size);
+  int to_child[2], from_child[2];
+  ck_assert(pipe(to_child) == 0 && pipe(from_child) == 0);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, to_child[0], 0);
+  posix_spawn_file_actions_adddup2(&fa, from_child[1], 1);
+  posix_spawn_file_actions_addclose(&fa, to_child[1]);
+  posix_spawn_file_actions_addclose(&fa, from_child[0]);
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  ck_assert(n > 0);
+  self[n] = 0;
+  char *argv[] = {self, "--child", arg, NULL};
+  extern char **environ;
+  pid_t pid;
+  ck_assert_int_eq(posix_spawn(&pid, self, &fa, NULL, argv, environ), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  close(to_child[0]);
+  close(from_child[1]);
+  FILE *in = fdopen(from_child[0], "r");
+  char line[256] = "";
+  ck_assert_msg(fgets(line, sizeof line, in) != NULL, "the child gave no handle");
+  hm_ipc_handle theirs;
+  ck_assert_int_eq(sscanf(line, "%8x.%8x.%8x.%8x.%8x.%8x.%8x.%8x.%llx", &theirs.hsa[0], &theirs.hsa[1], &theirs.hsa[2],
+                          &theirs.hsa[3], &theirs.hsa[4], &theirs.hsa[5], &theirs.hsa[6], &theirs.hsa[7],
+                          (unsigned long long *)&theirs.size),
+                   9);
+  /* our kernel reads the child's buffer */
+  void *peer;
+  ck_assert_msg(hm_ipc_attach(rt, &theirs, &a, 1, &peer) == HM_OK, "%s", hm_errmsg());
+  hm_queue *q;
+  ck_assert_int_eq(hm_queue_create(a, 64, &q), HM_OK);
+  uint32_t *out = t_host(a, 4096), *out2 = t_host(a, 4096);
+  struct st_memory_args args = {.in = (uint64_t)(uintptr_t)peer, .out = (uint64_t)(uintptr_t)out,
+                                .out2 = (uint64_t)(uintptr_t)out2, .n = 1024, .cp = 17};
+  t_run(q, t_kernel(t_program(a), "st_memory"), 2, &args, sizeof args);
+  for (uint32_t i = 0; i < 1024; i++) ck_assert_uint_eq(out[i], 0xc0ffee00u);
+  ck_assert_int_eq(hm_ipc_detach(rt, peer), HM_OK);
+  ck_assert_int_eq(hm_ipc_detach(rt, peer), HM_ERR_INVALID_ARG);
+  /* a damaged handle is an error, not a crash */
+  hm_ipc_handle bad = theirs;
+  bad.hsa[2] ^= 0x55;
+  void *p2 = (void *)1;
+  ck_assert_int_ne(hm_ipc_attach(rt, &bad, &a, 1, &p2), HM_OK);
+  ck_assert_ptr_null(p2);
+  ck_assert(write(to_child[1], "done\n", 5) == 5);
+  close(to_child[1]);
+  int st;
+  waitpid(pid, &st, 0);
+  fclose(in);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child exit %d", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+  hm_runtime_close(rt);
+}
+END_TEST
+
+Suite *hm_test_suite(void) {
+  Suite *s = suite_create("dispatch");
+  TCase *tc = tcase_create("dispatch");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, ten_thousand_dispatches);
+  tcase_add_test(tc, barrier_orders_two_queues);
+  tcase_add_test(tc, persistent_grid_barrier);
+  tcase_add_test(tc, residency_refusal);
+  tcase_add_test(tc, arrival_check);
+  tcase_add_test(tc, chain_replay);
+  tcase_add_test(tc, ipc_two_processes);
+  suite_add_tcase(s, tc);
+  return s;
+}
