@@ -30,16 +30,18 @@ DEV_ARGS_CHECK(st_atomic_args, 8);
 #define ST_HANDOFF_FENCE 1u    /* producer: wait for stores, barrier, release fence */
 #define ST_HANDOFF_WAIT 2u     /* consumer: poll the flag before reading */
 #define ST_HANDOFF_ACQUIRE 4u  /* consumer: acquire fence after the poll */
-#define ST_HANDOFF_PREREAD 8u  /* consumer: read the data once before polling (warm cache) */
+#define ST_HANDOFF_PREREAD 8u  /* consumer: read the data once before polling (warm cache); the
+                                  producer waits for that (ack == tag + 1) before producing */
 #define ST_HANDOFF_DEVSTORE 16u /* producer: device-scope (SC1) data stores, else plain */
 /* The producer stays until the consumer acknowledges (ack == tag) or `ticks` pass, so its
  * unpublished stores cannot land early by the producer simply ending. */
 struct st_handoff_args { u64 data; u64 flag; u64 out; u64 ack; u64 ticks; u32 n; u32 mode; u32 tag; u32 pad; };
 DEV_ARGS_CHECK(st_handoff_args, 56);
 
-/* st_count: lane 0 of every CTA adds 1 to counter[0] (dispatch-count tests) */
-struct st_count_args { u64 counter; };
-DEV_ARGS_CHECK(st_count_args, 8);
+/* st_count: lane 0 of every CTA adds 1 to counter[0] (dispatch-count tests) and, when ticket
+ * is not 0, stores the value it got in ticket[cta] (the order CTAs started in) */
+struct st_count_args { u64 counter; u64 ticket; };
+DEV_ARGS_CHECK(st_count_args, 16);
 
 /* st_hold: every CTA (1024 work-items, so two fill a CU's wave slots) waits until flag != 0 or
  * `ticks` pass: a kernel that occupies CUs for as long as a test needs */

@@ -147,6 +147,7 @@ SIM_API hsa_status_t hsa_init(void) {
   if (sim.refcount++ == 0) {
     sim_config_load(&sim.cfg);
     atomic_store(&sim.stopping, false);
+    sim.dispatch_seq = 0; /* chaos orders count dispatches from here */
     build_topology();
   }
   pthread_mutex_unlock(&sim.lock);

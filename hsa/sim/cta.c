@@ -392,7 +392,14 @@ void sim_cta_run(struct sim_cta *c) {
     ready_push(i);
   }
   atomic_fetch_add(&d->progress, 1);
-  if (c->start_delay_us) nap_us(c->start_delay_us);
+  if (sim.cfg.chaos) {
+    /* Chaos start order is enforced, not left to thread timing: a CTA begins only after the one
+     * before it in the order has, and the first 16 begin 2 ms apart, so a CTA early in the order
+     * runs well before the later ones (a consumer placed first reads before its producer runs). */
+    while (atomic_load(&d->begun) < c->pos && !atomic_load(&d->abort)) nap_us(20);
+    if (c->pos > 0 && c->pos < 16) nap_us(2000 + (unsigned)(sim_rng(&c->rng) % 200));
+    atomic_fetch_add(&d->begun, 1);
+  }
   uint32_t backoff = 0;
   for (;;) {
     uint32_t i;

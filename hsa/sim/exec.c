@@ -94,7 +94,7 @@ static void *worker_main(void *arg) {
 
 /* Hand CTA `id` of d, placed on CU `cu`, to an idle worker (a new one if none is idle). */
 static bool start_cta(struct sim_dispatch *d, uint32_t id, unsigned cu, const uint32_t simd_waves[4],
-                      uint32_t delay_us) {
+                      uint32_t pos) {
   pthread_mutex_lock(&pool_lock);
   struct sim_worker *w = idle_workers;
   if (w) {
@@ -124,7 +124,7 @@ static bool start_cta(struct sim_dispatch *d, uint32_t id, unsigned cu, const ui
   c->id = id;
   c->size = d->cta_size;
   c->cu = cu;
-  c->start_delay_us = delay_us;
+  c->pos = pos;
   memcpy(c->simd_waves, simd_waves, sizeof c->simd_waves);
   atomic_fetch_add(&d->running, 1);
   w->has_job = true;
@@ -207,20 +207,14 @@ static void place_pending(struct sim_agent *a) {
     }
     if (cu == a->ncus) break;
     uint32_t id = d->order[d->next];
-    /* chaos: CTAs start in a random order and staggered in time, so a CTA that is early in the
-     * order is really early (a consumer placed before its producer runs before it) */
-    uint32_t delay_us = 0;
-    if (sim.cfg.chaos) {
-      uint64_t st = sim.cfg.chaos_seed ^ (d->seq << 20) ^ id;
-      delay_us = (d->next % 8) * 300 + (uint32_t)(sim_rng(&st) % 100);
-    }
+    uint32_t pos = d->next;
     cu_take(a, d, cu, simd, +1);
     a->next_cu = (cu + 1) % a->ncus;
     d->started[id] = 1;
     d->next++;
     if (d->next == d->nctas) pending_remove(a, d);
     atomic_fetch_add(&d->progress, 1);
-    if (!start_cta(d, id, cu, simd, delay_us)) {
+    if (!start_cta(d, id, cu, simd, pos)) {
       cu_take(a, d, cu, simd, -1);
       atomic_store(&d->abort, true);
       snprintf(d->error, sizeof d->error, "kernel %s: the agent could not start a thread for CTA %u", d->k->name, id);
@@ -301,17 +295,24 @@ static void cta_finished(struct sim_cta *c) {
   if (last && !gone) dispatch_end(d);
 }
 
-/* A random permutation of 0..n-1 from the chaos seed (identity without chaos). */
-static void start_order(struct sim_dispatch *d) {
-  for (uint32_t i = 0; i < d->nctas; i++) d->order[i] = i;
-  if (!sim.cfg.chaos) return;
-  uint64_t st = sim.cfg.chaos_seed ^ (d->seq * 0x9e3779b97f4a7c15ull);
-  for (uint32_t i = d->nctas; i > 1; i--) {
+/* The order CTAs of the seq-th dispatch since hsa_init start in under chaos seed `seed`: a
+ * permutation that depends on nothing else, so a failing seed fails again. Exported so tests can
+ * tell which CTA a seed starts first. */
+SIM_API void hm_sim_chaos_start_order(uint64_t seed, uint64_t seq, uint32_t n, uint32_t *order) {
+  for (uint32_t i = 0; i < n; i++) order[i] = i;
+  uint64_t st = seed ^ (seq * 0x9e3779b97f4a7c15ull);
+  for (uint32_t i = n; i > 1; i--) {
     uint32_t j = (uint32_t)(sim_rng(&st) % i);
-    uint32_t t = d->order[i - 1];
-    d->order[i - 1] = d->order[j];
-    d->order[j] = t;
+    uint32_t t = order[i - 1];
+    order[i - 1] = order[j];
+    order[j] = t;
   }
+}
+
+static void start_order(struct sim_dispatch *d) {
+  if (sim.cfg.chaos) hm_sim_chaos_start_order(sim.cfg.chaos_seed, d->seq, d->nctas, d->order);
+  else
+    for (uint32_t i = 0; i < d->nctas; i++) d->order[i] = i;
 }
 
 void sim_dispatch_start(struct sim_queue *q, const hsa_kernel_dispatch_packet_t *pkt, uint64_t id, struct sim_kernel *k) {
@@ -497,7 +498,19 @@ void sim_exec_shutdown(void) {
     sim.watchdog_started = false;
   }
   sim_copiers_stop();
-  /* idle workers exit; busy ones (a CTA spinning outside the dialect) are left behind */
+  /* Workers still returning from their last CTA become idle within moments: wait for them
+   * (bounded), so they are joined; busy ones after that (a CTA spinning outside the dialect)
+   * are left behind, harmlessly, since the library stays mapped (-z nodelete). */
+  until = sim_now_ns() + 2000000000ull;
+  for (;;) {
+    pthread_mutex_lock(&pool_lock);
+    unsigned busy = 0;
+    for (struct sim_worker *w = all_workers; w; w = w->next_all) busy += w->has_job;
+    pthread_mutex_unlock(&pool_lock);
+    if (!busy || sim_now_ns() > until) break;
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
   pthread_mutex_lock(&pool_lock);
   struct sim_worker *idle = idle_workers;
   idle_workers = NULL;

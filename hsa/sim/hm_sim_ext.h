@@ -4,6 +4,7 @@
 #define HM_SIM_EXT_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <hsa/hsa.h>
 
 /* Hands the host kernel object (device code built as host C, see device/dev.h) to an executable
@@ -20,5 +21,10 @@ typedef size_t (*hm_sim_queue_error_fn)(const hsa_queue_t *queue, char *buf, siz
 /* A one-line description of the agent's configuration (arch, agents, CUs, modes). */
 #define HM_SIM_DESCRIBE "hm_sim_describe"
 typedef const char *(*hm_sim_describe_fn)(void);
+
+/* The CTA start order of the seq-th dispatch since hsa_init under chaos seed `seed` (n CTAs):
+ * what HSAMONO_SIM_CHAOS=<seed> will do, for tests that need to know it. */
+#define HM_SIM_CHAOS_START_ORDER "hm_sim_chaos_start_order"
+typedef void (*hm_sim_chaos_start_order_fn)(uint64_t seed, uint64_t seq, uint32_t n, uint32_t *order);
 
 #endif /* HM_SIM_EXT_H */

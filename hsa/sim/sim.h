@@ -233,7 +233,7 @@ struct sim_cta {
   bool aborted;
   char trap[512];
   unsigned cu;                /* where it was placed */
-  uint32_t start_delay_us;    /* chaos: how long it waits before its first work-item runs */
+  uint32_t pos;               /* its place in the dispatch's start order */
   uint32_t simd_waves[4];
 };
 
@@ -249,6 +249,7 @@ struct sim_dispatch {
   _Atomic uint32_t finished;  /* CTAs done (or abandoned) */
   _Atomic uint32_t running;
   _Atomic uint64_t progress;  /* bumped by anything that moves the kernel forward */
+  _Atomic uint32_t begun;     /* chaos: CTAs (in start order) that have begun running */
   _Atomic bool abort;
   _Atomic bool failed;
   _Atomic bool ended;         /* completion reported (once) */

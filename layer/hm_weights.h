@@ -1,0 +1,160 @@
+/* layer/hm_weights.h: one layer's weights for one TP rank in the layouts the gfx950 kernels read
+ * (spec/mono.md §4), built from a checkpoint-format source: a seeded generator or a safetensors file. */
+#ifndef HM_WEIGHTS_H
+#define HM_WEIGHTS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hm_config.h"
+#include "hm_status.h"
+#include "hm_tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- checkpoint schema */
+
+/* One tensor of a layer as the DeepSeek-V4.1 checkpoint stores it (spec/model.md §1.3): full
+ * name with the layer prefix, stored dtype (packed FP4 is "I8"), [out, in] shape. */
+typedef struct hm_ckpt_entry {
+  char name[HM_TENSOR_NAME];
+  hm_dtype dtype;
+  uint32_t ndim;
+  uint64_t shape[2];
+  uint32_t part;  /* the HM_WPART_* it belongs to */
+  bool huge;      /* Engram's embedding table: read by row ids, never whole */
+} hm_ckpt_entry;
+
+/* Which groups of tensors a build loads. */
+enum {
+  HM_WPART_FFN = 1u << 0,    /* hc_ffn_*, ffn_norm, router, routed and shared experts */
+  HM_WPART_ATTN = 1u << 1,   /* hc_attn_*, attn_norm, wqkv, norms, wq_b, wo_a, wo_b, sink, RoPE */
+  HM_WPART_SELECT = 1u << 2, /* compressor and indexer (index-source layers) */
+  HM_WPART_ENGRAM = 1u << 3, /* Engram projections (Engram layers) */
+  HM_WPART_ALL = 0xfu
+};
+
+/* Every checkpoint tensor of the layer, in a stable order (experts by index, w1 w2 w3). The
+ * caller frees *list. */
+hm_status hm_ckpt_schema(const hm_layer_config *cfg, hm_ckpt_entry **list, uint32_t *count);
+
+/* ---------------------------------------------------------------- sources */
+
+/* Where checkpoint-format tensors come from. read() returns rows [r0, r0+nr) x columns
+ * [c0, c0+nc) of a 1-D or 2-D tensor as stored (a 1-D tensor is one row; columns count stored
+ * elements, so bytes for packed FP4), row-major into out. */
+typedef struct hm_source {
+  void *ctx;
+  hm_status (*info)(void *ctx, const char *name, hm_dtype *dt, uint32_t *ndim, uint64_t shape[2]);
+  hm_status (*read)(void *ctx, const char *name, uint64_t r0, uint64_t nr, uint64_t c0,
+                    uint64_t nc, void *out);
+} hm_source;
+
+/* The seeded generator (weights_gen.c). Every element is a function of (seed, tensor name,
+ * position in the checkpoint tensor) only, so any slice, any TP split and any read order give
+ * the same layer. Statistics (docs/decisions.md "Reference"): normal elements (exact normal
+ * quantiles from a 64K table) with per-tensor std 1/sqrt(fan-in); MX tensors as quantised
+ * normals under a per-block E8M0 scale that varies by +-1 around the tensor's level; norm weights
+ * near 1; mHC fn at 1/sqrt(4D) and a comb base that favours the identity. */
+typedef struct hm_gen {
+  hm_layer_config cfg;
+  uint64_t seed;
+  char prefix[32]; /* "layers.L." */
+  hm_ckpt_entry *schema;
+  uint32_t count;
+} hm_gen;
+hm_status hm_gen_init(hm_gen *g, const hm_layer_config *cfg, uint64_t seed);
+void hm_gen_free(hm_gen *g);
+hm_source hm_gen_source(hm_gen *g);
+
+/* n normal samples mean + sigma * z for activations and other step inputs, a function of (seed,
+ * stream name, index) like the weights; rounded to bf16 when `bf16`. */
+void hm_gen_normal(uint64_t seed, const char *stream, uint64_t n, float mean, float sigma, bool bf16, float *out);
+
+/* ---------------------------------------------------------------- built weights */
+
+typedef struct hm_build_opts {
+  uint32_t parts;          /* HM_WPART_* (0: what the layer has) */
+  uint32_t rope_positions; /* rows of cos_sin (0: 4096) */
+} hm_build_opts;
+
+typedef struct hm_layer_weights {
+  hm_layer_config cfg;
+  hm_rank_dims dims;
+  uint32_t rank;
+  uint32_t parts;
+  uint32_t rope_positions;
+  hm_tensor_set set; /* kernel-side names below */
+} hm_layer_weights;
+
+/* Builds rank `rank` of tp's weights from src. Kernel-side tensors (D hidden, E experts, I =
+ * dims.inter_pad, Sh = dims.shared_inter, Q = q_lora, Hr = dims.heads, Or = dims.o_rows):
+ *  FFN:   hc_ffn_fn f32[24,4D], hc_ffn_scale f32[3], hc_ffn_base f32[24], ffn_norm bf16[D],
+ *         gate_w bf16[E,D], bias f32[E],
+ *         w13 fp4x2[E, 2I, D/2] (gate/up 16-row interleave, aiter (16,16) shuffle, §4.2),
+ *         w13_s e8m0[E, 2I*D/32] (shuffle_scale order, cols D/32),
+ *         w2 fp4x2[E, D, I/2] (shuffled), w2_s e8m0[E, D*w2_scale_cols] (shuffle_scale order),
+ *         sgu e4m3[2Sh, D] (gate rows then up rows) + sgu_s e8m0[2Sh/32, D/32],
+ *         sw2 e4m3[D, Sh] + sw2_s e8m0[D/32, Sh/32]                           (§4.1, §4.3)
+ *  ATTN:  hc_attn_fn/scale/base, attn_norm bf16[D], wqkv e4m3[Q+512, D] (wq_a rows, then wkv)
+ *         + wqkv_s, q_norm bf16[Q], kv_norm bf16[512], wq_b e4m3[Hr*512, Q] + wq_b_s,
+ *         wo_a e4m3[Or, 4096] + wo_a_s, wo_b e4m3[D, Or] + wo_b_s, attn_sink f32[Hr],
+ *         cos_sin f32[positions, 64] (32 cos | 32 sin; YaRN for ratio > 0, model.md §2)
+ *  SELECT (index-source layers): cmp_wkv bf16[512, D], cmp_wgate bf16[512, D] (ratio 2),
+ *         cmp_norm bf16[512] (kv sources), idx_wq_b e4m3[32*128, Q] + idx_wq_b_s,
+ *         idx_weights_proj bf16[32, D], idx_wk bf16[128, 512] + idx_k_norm bf16[128] (kv sources)
+ *  ENGRAM: engram_wkv e4m3[5D, 24*hd] + engram_wkv_s, engram_q bf16[4, D], engram_k bf16[4, D]
+ * Replicated tensors are whole on every rank; sharded ones hold this rank's slice, routed
+ * intermediates padded with zero bytes (scale code 0) to I. Nothing is left allocated on error. */
+hm_status hm_weights_build(const hm_layer_config *cfg, uint32_t tp, uint32_t rank,
+                           const hm_source *src, const hm_build_opts *opts, hm_layer_weights *out);
+void hm_weights_free(hm_layer_weights *w);
+/* the tensor, or NULL (failure recorded) if absent */
+const hm_tensor *hm_weights_get(const hm_layer_weights *w, const char *name);
+
+/* ---------------------------------------------------------------- layouts (spec/mono.md §4.2) */
+
+/* Row of the gate/up-interleaved w13 ("GUGU", 16-row groups) for intermediate column i. */
+static inline uint32_t hm_w13_row(uint32_t i, bool up) {
+  return 32u * (i / 16u) + (up ? 16u : 0u) + i % 16u;
+}
+/* Byte offset, inside one expert's matrix of K columns, of the packed pair holding (row r,
+ * k & ~1) under aiter's (16,16) shuffle: per 16-row group and 128-K step 1 KB; lane l's 16 B =
+ * row l%16, K 32*(l/16)..+31 of the step. */
+static inline uint64_t hm_fp4_shuffle_offset(uint32_t K, uint32_t r, uint32_t k) {
+  uint32_t step = k / 128u, kk = k % 128u, lane = (kk / 32u) * 16u + r % 16u;
+  return (uint64_t)(r / 16u) * (8u * (uint64_t)K) + step * 1024u + lane * 16u + (kk % 32u) / 2u;
+}
+/* Index of the E8M0 code of (row R, K-block C) in aiter's shuffle_scale order for a matrix with
+ * `cols` scale columns (a multiple of 8; rows a multiple of 32). */
+static inline uint64_t hm_scale_shuffle_index(uint32_t R, uint32_t C, uint32_t cols) {
+  return (((((uint64_t)(R / 32u) * (cols / 8u) + C / 8u) * 4u + C % 4u) * 16u + R % 16u) * 2u +
+          (C / 4u) % 2u) * 2u + (R / 16u) % 2u;
+}
+
+/* ---------------------------------------------------------------- decoders for the reference */
+
+/* Value tables: e4m3 byte -> f32, e2m1 nibble -> f32 (built once, thread-safe). */
+const float *hm_e4m3_table(void);
+const float *hm_e2m1_table(void);
+
+/* Dense MXFP8 [N, K] + [N/32, K/32]: rows r0..r0+nr-1 dequantised into out[nr][K]. */
+void hm_mx8_decode_rows(const uint8_t *w, const uint8_t *s, uint32_t K, uint32_t r0, uint32_t nr,
+                        float *out);
+/* Routed expert e of w13: gate (up = false) or up rows i0..i0+n-1 of the padded intermediate,
+ * dequantised into out[n][D]. */
+void hm_w13_decode(const hm_layer_weights *w, uint32_t e, bool up, uint32_t i0, uint32_t n, float *out);
+/* Routed expert e of w2: hidden rows r0..r0+n-1 over the padded intermediate, into out[n][I]. */
+void hm_w2_decode(const hm_layer_weights *w, uint32_t e, uint32_t r0, uint32_t n, float *out);
+
+/* The RoPE table of a layer (model.md §2 RoPE): theta 10000 for ratio 0, 160000 with YaRN
+ * (factor 16, original 65536, beta 32/1, no mscale) for ratio > 0; row p = [cos(p f_i) i<32 |
+ * sin(p f_i)], f32, angle = f32(p) * f_i in f32. */
+hm_status hm_rope_table(const hm_layer_config *cfg, uint32_t positions, float *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HM_WEIGHTS_H */

@@ -1,0 +1,65 @@
+/* layer/ref_internal.h: helpers shared by the reference's stage files (ref_*.c): K-step sums with
+ * several independent chains, so the inner loops run at the machine's throughput. */
+#ifndef HM_REF_INTERNAL_H
+#define HM_REF_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hm_ref.h"
+
+/* activation rows a GEMV helper takes at once (its stack buffers) */
+#define HM_TBLOCK 256
+
+/* out[t] = sum over k in [k0, k1) of w[k] * X[t*ldx + k], each product rounded, summed in
+ * ascending k starting from the first product (the model of one matrix-instruction step),
+ * for t < T. Tokens run four chains at a time. */
+void hm_step_sums(const float *w, const float *X, size_t ldx, uint32_t T, uint32_t k0, uint32_t k1, float *out);
+
+/* GEMV in the §2.0 K order for T activation rows against one weight row: out[t]. K is padded
+ * with zero products to whole 128-wide steps. */
+void hm_dot_waves_multi(const float *w, const float *X, size_t ldx, uint32_t T, uint32_t K, float *out);
+
+/* Weight rows a block of the vectorised GEMV: 16, four 4-wide vectors. */
+#define HM_RB 16
+
+/* nr (<= 16) rows of K values (row-major, leading dimension ld) into WT [K][16] (16-byte
+ * aligned), absent rows zero. */
+void hm_transpose16(const float *W, size_t ld, uint32_t nr, uint32_t K, float *WT);
+
+/* A GEMV on 16 weight rows (WT [K][16]) and T activation rows (X [T][ldx]): K in `step`-wide
+ * steps (a ragged last one shorter), each step's products summed from the first in ascending K
+ * (lanes are rows: the same roundings as the scalar model), step s added to chain chain[s]
+ * (< nchain <= 8, each starting from 0), the chains then added in order 0..nchain-1.
+ * out[r*T + t]. */
+void hm_gemv16(const float *WT, uint32_t K, uint32_t step, const uint8_t *chain, uint32_t nchain, const float *X,
+               size_t ldx, uint32_t T, float *out);
+
+/* 16-byte aligned allocation that records a failure (free with free()) */
+void *hm_ref_alloc_aligned(size_t bytes);
+
+/* The value every lane of a wave holds after xor-butterfly adds with these offsets, in order
+ * (v[64] is overwritten). */
+float hm_butterfly(float *v, const uint32_t *offs, uint32_t n);
+
+/* GEMV chain tables: the §2.0 K order (step s on wave s % 8) */
+void hm_wave_chains(uint8_t *chain, uint32_t steps);
+
+/* y[r*S + t] = the GEMV of MXFP8 rows r0..r0+n-1 of [N, K] (K-column slice [k0, k0+kn) of each
+ * row) against X [S][ldx] (already offset to k0), in `chain` order (nchain chains), f32. */
+hm_status hm_mx8_gemv(const uint8_t *w, const uint8_t *ws, uint32_t K, uint32_t k0, uint32_t kn, uint32_t r0,
+                      uint32_t n, const uint8_t *chain, uint32_t nchain, const float *X, size_t ldx, uint32_t S,
+                      float *y);
+
+/* allocation that records a failure */
+void *hm_ref_alloc(size_t bytes);
+
+/* trace helpers: a new zeroed f32 / u8 / i32 tensor, NULL (failure recorded) on error */
+float *hm_trace_f32(hm_tensor_set *s, const char *name, uint64_t d0, uint64_t d1, uint64_t d2);
+uint8_t *hm_trace_u8(hm_tensor_set *s, const char *name, hm_dtype dt, uint64_t d0, uint64_t d1, uint64_t d2);
+int32_t *hm_trace_i32(hm_tensor_set *s, const char *name, uint64_t d0, uint64_t d1);
+
+/* a weight's data with its dtype and element count checked; NULL (failure recorded) otherwise */
+const void *hm_wdata(const hm_layer_weights *w, const char *name, hm_dtype dt, uint64_t numel);
+
+#endif /* HM_REF_INTERNAL_H */

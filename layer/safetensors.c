@@ -1,0 +1,377 @@
+/* layer/safetensors.c: safetensors reading (mmap + json-c header parse with every entry checked),
+ * writing (header built with json-c, atomic rename), and sharded checkpoints as a weight source. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "hm_safetensors.h"
+
+#define MAX_HEADER (256u << 20) /* checkpoints' headers are a few MB */
+
+typedef struct st_entry {
+  char *name;
+  char dtype_name[16];
+  hm_dtype dt; /* HM_DT_COUNT: not a dtype the layer reads */
+  uint32_t ndim;
+  uint64_t shape[HM_TENSOR_MAXDIM];
+  uint64_t begin, end;
+} st_entry;
+
+struct hm_st_file {
+  char *path;
+  void *map;
+  uint64_t size, data_off;
+  st_entry *e; /* sorted by name */
+  uint32_t n;
+  json_object *meta;
+  json_object *root;
+};
+
+static int cmp_entry(const void *a, const void *b) { return strcmp(((const st_entry *)a)->name, ((const st_entry *)b)->name); }
+
+static size_t st_elem_size(const char *dt) {
+  static const struct {
+    const char *n;
+    size_t s;
+  } t[] = {{"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2}, {"I64", 8}, {"I32", 4}, {"I16", 2}, {"I8", 1},
+           {"U8", 1},  {"U16", 2}, {"U32", 4}, {"U64", 8},  {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1},
+           {"F8_E8M0", 1}};
+  for (unsigned i = 0; i < sizeof t / sizeof *t; i++)
+    if (!strcmp(dt, t[i].n)) return t[i].s;
+  return 0;
+}
+
+void hm_st_close(hm_st_file *f) {
+  if (!f) return;
+  if (f->map && f->map != MAP_FAILED) munmap(f->map, f->size);
+  for (uint32_t i = 0; i < f->n; i++) free(f->e[i].name);
+  free(f->e);
+  if (f->root) json_object_put(f->root);
+  free(f->path);
+  free(f);
+}
+
+static hm_status parse_entry(hm_st_file *f, const char *name, json_object *v, uint64_t data_size, st_entry *e) {
+  json_object *dt, *sh, *off;
+  if (!json_object_is_type(v, json_type_object) || !json_object_object_get_ex(v, "dtype", &dt) ||
+      !json_object_object_get_ex(v, "shape", &sh) || !json_object_object_get_ex(v, "data_offsets", &off) ||
+      !json_object_is_type(dt, json_type_string) || !json_object_is_type(sh, json_type_array) ||
+      !json_object_is_type(off, json_type_array) || json_object_array_length(off) != 2)
+    return hm_fail(HM_ERR_FORMAT, "%s: entry '%s' lacks dtype, shape or data_offsets", f->path, name);
+  const char *d = json_object_get_string(dt);
+  size_t es = st_elem_size(d);
+  if (!es || strlen(d) >= sizeof e->dtype_name) return hm_fail(HM_ERR_FORMAT, "%s: '%s' has dtype '%s'", f->path, name, d);
+  strcpy(e->dtype_name, d);
+  if (hm_dtype_from_st_name(d, &e->dt) != HM_OK) e->dt = HM_DT_COUNT;
+  size_t nd = json_object_array_length(sh);
+  if (nd > HM_TENSOR_MAXDIM) return hm_fail(HM_ERR_FORMAT, "%s: '%s' has %zu dimensions", f->path, name, nd);
+  e->ndim = (uint32_t)nd;
+  uint64_t numel = 1;
+  for (size_t i = 0; i < nd; i++) {
+    json_object *x = json_object_array_get_idx(sh, i);
+    if (!json_object_is_type(x, json_type_int) || json_object_get_int64(x) < 0)
+      return hm_fail(HM_ERR_FORMAT, "%s: '%s' shape[%zu] is not a size", f->path, name, i);
+    e->shape[i] = (uint64_t)json_object_get_int64(x);
+    if (e->shape[i] && numel > UINT64_MAX / 16 / e->shape[i])
+      return hm_fail(HM_ERR_FORMAT, "%s: '%s' is too large", f->path, name);
+    numel *= e->shape[i];
+  }
+  json_object *b = json_object_array_get_idx(off, 0), *en = json_object_array_get_idx(off, 1);
+  if (!json_object_is_type(b, json_type_int) || !json_object_is_type(en, json_type_int) || json_object_get_int64(b) < 0 ||
+      json_object_get_int64(en) < json_object_get_int64(b))
+    return hm_fail(HM_ERR_FORMAT, "%s: '%s' has bad data_offsets", f->path, name);
+  e->begin = (uint64_t)json_object_get_int64(b);
+  e->end = (uint64_t)json_object_get_int64(en);
+  if (e->end > data_size) return hm_fail(HM_ERR_FORMAT, "%s: '%s' ends past the file", f->path, name);
+  if (e->end - e->begin != numel * es)
+    return hm_fail(HM_ERR_FORMAT, "%s: '%s' holds %llu bytes for %llu elements of %s", f->path, name,
+                   (unsigned long long)(e->end - e->begin), (unsigned long long)numel, d);
+  e->name = strdup(name);
+  return e->name ? HM_OK : hm_fail(HM_ERR_NO_MEMORY, "tensor name");
+}
+
+hm_status hm_st_open(const char *path, hm_st_file **out) {
+  if (!path || !out) return hm_fail(HM_ERR_INVALID_ARG, "hm_st_open: null argument");
+  hm_st_file *f = calloc(1, sizeof *f);
+  if (!f) return hm_fail(HM_ERR_NO_MEMORY, "safetensors file");
+  f->path = strdup(path);
+  hm_status st = HM_OK;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  struct stat sb;
+  if (fd < 0 || fstat(fd, &sb) != 0) {
+    st = hm_fail(errno == ENOENT ? HM_ERR_NOT_FOUND : HM_ERR_IO, "%s: %s", path, strerror(errno));
+    goto fail;
+  }
+  f->size = (uint64_t)sb.st_size;
+  if (f->size < 8) {
+    st = hm_fail(HM_ERR_FORMAT, "%s: %llu bytes, not a safetensors file", path, (unsigned long long)f->size);
+    goto fail;
+  }
+  f->map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
+  if (f->map == MAP_FAILED) {
+    st = hm_fail(HM_ERR_IO, "%s: mmap: %s", path, strerror(errno));
+    goto fail;
+  }
+  const uint8_t *p = f->map;
+  uint64_t hl = 0;
+  for (int i = 7; i >= 0; i--) hl = hl << 8 | p[i]; /* little endian */
+  if (hl > MAX_HEADER || hl > f->size - 8) {
+    st = hm_fail(HM_ERR_FORMAT, "%s: header of %llu bytes in a file of %llu", path, (unsigned long long)hl,
+                 (unsigned long long)f->size);
+    goto fail;
+  }
+  f->data_off = 8 + hl;
+  json_tokener *tok = json_tokener_new_ex(64);
+  if (!tok) {
+    st = hm_fail(HM_ERR_NO_MEMORY, "JSON parser");
+    goto fail;
+  }
+  f->root = json_tokener_parse_ex(tok, (const char *)p + 8, (int)hl);
+  enum json_tokener_error je = json_tokener_get_error(tok);
+  json_tokener_free(tok);
+  if (!f->root || je != json_tokener_success || !json_object_is_type(f->root, json_type_object)) {
+    st = hm_fail(HM_ERR_FORMAT, "%s: the header is not a JSON object (%s)", path, json_tokener_error_desc(je));
+    goto fail;
+  }
+  uint32_t cap = (uint32_t)json_object_object_length(f->root);
+  f->e = calloc(cap ? cap : 1, sizeof *f->e);
+  if (!f->e) {
+    st = hm_fail(HM_ERR_NO_MEMORY, "safetensors index");
+    goto fail;
+  }
+  json_object_object_foreach(f->root, key, val) {
+    if (!strcmp(key, "__metadata__")) {
+      if (!json_object_is_type(val, json_type_object)) {
+        st = hm_fail(HM_ERR_FORMAT, "%s: __metadata__ is not an object", path);
+        goto fail;
+      }
+      f->meta = val;
+      continue;
+    }
+    if ((st = parse_entry(f, key, val, f->size - f->data_off, &f->e[f->n])) != HM_OK) goto fail;
+    f->n++;
+  }
+  qsort(f->e, f->n, sizeof *f->e, cmp_entry);
+  close(fd);
+  *out = f;
+  return HM_OK;
+fail:
+  if (fd >= 0) close(fd);
+  hm_st_close(f);
+  return st;
+}
+
+uint32_t hm_st_count(const hm_st_file *f) { return f ? f->n : 0; }
+const char *hm_st_name(const hm_st_file *f, uint32_t i) { return f && i < f->n ? f->e[i].name : NULL; }
+
+static const st_entry *find(const hm_st_file *f, const char *name) {
+  st_entry key = {0};
+  key.name = (char *)name;
+  return bsearch(&key, f->e, f->n, sizeof *f->e, cmp_entry);
+}
+
+hm_status hm_st_get(const hm_st_file *f, const char *name, hm_dtype *dt, uint32_t *ndim, uint64_t shape[HM_TENSOR_MAXDIM],
+                    const void **data, uint64_t *nbytes) {
+  if (!f || !name) return hm_fail(HM_ERR_INVALID_ARG, "hm_st_get: null argument");
+  const st_entry *e = find(f, name);
+  if (!e) return hm_fail(HM_ERR_NOT_FOUND, "%s: no tensor '%s'", f->path, name);
+  if (e->dt == HM_DT_COUNT) return hm_fail(HM_ERR_UNSUPPORTED, "%s: '%s' is %s", f->path, name, e->dtype_name);
+  if (dt) *dt = e->dt;
+  if (ndim) *ndim = e->ndim;
+  if (shape)
+    for (uint32_t i = 0; i < HM_TENSOR_MAXDIM; i++) shape[i] = i < e->ndim ? e->shape[i] : 0;
+  if (data) *data = (const uint8_t *)f->map + f->data_off + e->begin;
+  if (nbytes) *nbytes = e->end - e->begin;
+  return HM_OK;
+}
+
+const char *hm_st_meta(const hm_st_file *f, const char *key) {
+  json_object *v;
+  if (!f || !f->meta || !key || !json_object_object_get_ex(f->meta, key, &v)) return NULL;
+  return json_object_get_string(v);
+}
+
+/* ---------------------------------------------------------------- writing */
+
+hm_status hm_st_write(const char *path, const hm_tensor_set *set, const char *const *keys, const char *const *values,
+                      uint32_t nmeta) {
+  if (!path || !set) return hm_fail(HM_ERR_INVALID_ARG, "hm_st_write: null argument");
+  json_object *root = json_object_new_object();
+  if (!root) return hm_fail(HM_ERR_NO_MEMORY, "JSON header");
+  if (nmeta) {
+    json_object *m = json_object_new_object();
+    for (uint32_t i = 0; i < nmeta; i++) json_object_object_add(m, keys[i], json_object_new_string(values[i]));
+    json_object_object_add(root, "__metadata__", m);
+  }
+  uint64_t off = 0;
+  for (uint32_t i = 0; i < set->count; i++) {
+    const hm_tensor *t = &set->t[i];
+    json_object *e = json_object_new_object(), *sh = json_object_new_array(), *o = json_object_new_array();
+    json_object_object_add(e, "dtype", json_object_new_string(hm_dtype_st_name(t->dtype)));
+    for (uint32_t d = 0; d < t->ndim; d++) json_object_array_add(sh, json_object_new_int64((int64_t)t->shape[d]));
+    json_object_object_add(e, "shape", sh);
+    json_object_array_add(o, json_object_new_int64((int64_t)off));
+    json_object_array_add(o, json_object_new_int64((int64_t)(off + t->nbytes)));
+    json_object_object_add(e, "data_offsets", o);
+    json_object_object_add(root, t->name, e);
+    off += t->nbytes;
+  }
+  const char *js = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PLAIN);
+  size_t jl = strlen(js), hl = (jl + 7) / 8 * 8; /* data 8-byte aligned: pad with spaces */
+  char tmp[4096];
+  hm_status st = HM_OK;
+  if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp) {
+    json_object_put(root);
+    return hm_fail(HM_ERR_INVALID_ARG, "path too long: %s", path);
+  }
+  FILE *fp = fopen(tmp, "wb");
+  if (!fp) {
+    json_object_put(root);
+    return hm_fail(HM_ERR_IO, "%s: %s", tmp, strerror(errno));
+  }
+  uint8_t len[8];
+  for (int i = 0; i < 8; i++) len[i] = (uint8_t)((uint64_t)hl >> (8 * i));
+  int ok = fwrite(len, 1, 8, fp) == 8 && fwrite(js, 1, jl, fp) == jl;
+  for (size_t i = jl; ok && i < hl; i++) ok = fputc(' ', fp) != EOF;
+  for (uint32_t i = 0; ok && i < set->count; i++) ok = fwrite(set->t[i].data, 1, set->t[i].nbytes, fp) == set->t[i].nbytes;
+  json_object_put(root);
+  if (fclose(fp) != 0) ok = 0;
+  if (!ok || rename(tmp, path) != 0) {
+    st = hm_fail(HM_ERR_IO, "%s: %s", path, strerror(errno ? errno : EIO));
+    unlink(tmp);
+  }
+  return st;
+}
+
+/* ---------------------------------------------------------------- checkpoints */
+
+typedef struct ck_name {
+  const char *name;
+  uint32_t file;
+} ck_name;
+
+struct hm_ckpt {
+  hm_st_file **files;
+  uint32_t nfiles;
+  ck_name *names; /* sorted */
+  uint32_t nnames;
+};
+
+static int cmp_name(const void *a, const void *b) { return strcmp(((const ck_name *)a)->name, ((const ck_name *)b)->name); }
+
+void hm_ckpt_close(hm_ckpt *c) {
+  if (!c) return;
+  for (uint32_t i = 0; i < c->nfiles; i++) hm_st_close(c->files[i]);
+  free(c->files);
+  free(c->names);
+  free(c);
+}
+
+static hm_status ckpt_add(hm_ckpt *c, const char *path) {
+  hm_st_file *f;
+  hm_status st = hm_st_open(path, &f);
+  if (st != HM_OK) return st;
+  hm_st_file **nf = realloc(c->files, (c->nfiles + 1) * sizeof *nf);
+  ck_name *nn = nf ? realloc(c->names, (c->nnames + f->n) * sizeof *nn) : NULL;
+  if (nf) c->files = nf;
+  if (!nf || (!nn && f->n)) {
+    hm_st_close(f);
+    return hm_fail(HM_ERR_NO_MEMORY, "checkpoint index");
+  }
+  if (nn) c->names = nn;
+  for (uint32_t i = 0; i < f->n; i++) c->names[c->nnames + i] = (ck_name){f->e[i].name, c->nfiles};
+  c->nnames += f->n;
+  c->files[c->nfiles++] = f;
+  return HM_OK;
+}
+
+hm_status hm_ckpt_open(const char *path, hm_ckpt **out) {
+  if (!path || !out) return hm_fail(HM_ERR_INVALID_ARG, "hm_ckpt_open: null argument");
+  hm_ckpt *c = calloc(1, sizeof *c);
+  if (!c) return hm_fail(HM_ERR_NO_MEMORY, "checkpoint");
+  struct stat sb;
+  hm_status st = HM_OK;
+  if (stat(path, &sb) != 0) {
+    st = hm_fail(HM_ERR_NOT_FOUND, "%s: %s", path, strerror(errno));
+  } else if (S_ISDIR(sb.st_mode)) {
+    struct dirent **list;
+    int n = scandir(path, &list, NULL, alphasort);
+    if (n < 0) st = hm_fail(HM_ERR_IO, "%s: %s", path, strerror(errno));
+    for (int i = 0; i < n; i++) {
+      size_t l = strlen(list[i]->d_name);
+      if (st == HM_OK && l > 12 && !strcmp(list[i]->d_name + l - 12, ".safetensors")) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", path, list[i]->d_name);
+        st = ckpt_add(c, p);
+      }
+      free(list[i]);
+    }
+    if (n >= 0) free(list);
+    if (st == HM_OK && c->nfiles == 0) st = hm_fail(HM_ERR_NOT_FOUND, "%s: no .safetensors files", path);
+  } else {
+    st = ckpt_add(c, path);
+  }
+  if (st == HM_OK) {
+    qsort(c->names, c->nnames, sizeof *c->names, cmp_name);
+    for (uint32_t i = 1; i < c->nnames; i++)
+      if (!strcmp(c->names[i].name, c->names[i - 1].name)) {
+        st = hm_fail(HM_ERR_FORMAT, "%s: tensor '%s' in two shards", path, c->names[i].name);
+        break;
+      }
+  }
+  if (st != HM_OK) {
+    hm_ckpt_close(c);
+    return st;
+  }
+  *out = c;
+  return HM_OK;
+}
+
+static const st_entry *ck_find(const hm_ckpt *c, const char *name, const hm_st_file **f) {
+  ck_name key = {name, 0};
+  const ck_name *n = bsearch(&key, c->names, c->nnames, sizeof *c->names, cmp_name);
+  if (!n) return NULL;
+  *f = c->files[n->file];
+  return find(*f, name);
+}
+
+static hm_status ck_info(void *ctx, const char *name, hm_dtype *dt, uint32_t *ndim, uint64_t shape[2]) {
+  const hm_st_file *f;
+  const st_entry *e = ck_find(ctx, name, &f);
+  if (!e) return hm_fail(HM_ERR_NOT_FOUND, "checkpoint: no tensor '%s'", name);
+  if (e->dt == HM_DT_COUNT) return hm_fail(HM_ERR_UNSUPPORTED, "checkpoint: '%s' is %s", name, e->dtype_name);
+  if (e->ndim < 1 || e->ndim > 2) return hm_fail(HM_ERR_FORMAT, "checkpoint: '%s' has %u dimensions", name, e->ndim);
+  *dt = e->dt;
+  *ndim = e->ndim;
+  shape[0] = e->shape[0];
+  shape[1] = e->ndim == 2 ? e->shape[1] : 0;
+  return HM_OK;
+}
+
+static hm_status ck_read(void *ctx, const char *name, uint64_t r0, uint64_t nr, uint64_t c0, uint64_t nc, void *out) {
+  const hm_st_file *f;
+  const st_entry *e = ck_find(ctx, name, &f);
+  if (!e) return hm_fail(HM_ERR_NOT_FOUND, "checkpoint: no tensor '%s'", name);
+  if (e->dt == HM_DT_COUNT) return hm_fail(HM_ERR_UNSUPPORTED, "checkpoint: '%s' is %s", name, e->dtype_name);
+  uint64_t rows = e->ndim == 2 ? e->shape[0] : 1, cols = e->ndim == 2 ? e->shape[1] : e->shape[0];
+  if (e->ndim < 1 || e->ndim > 2 || nr == 0 || nc == 0 || r0 + nr > rows || c0 + nc > cols)
+    return hm_fail(HM_ERR_INVALID_ARG, "checkpoint: '%s' [%llu+%llu, %llu+%llu] outside its shape", name,
+                   (unsigned long long)r0, (unsigned long long)nr, (unsigned long long)c0, (unsigned long long)nc);
+  size_t es = hm_dtype_size(e->dt);
+  const uint8_t *base = (const uint8_t *)f->map + f->data_off + e->begin;
+  for (uint64_t r = 0; r < nr; r++)
+    memcpy((uint8_t *)out + r * nc * es, base + ((r0 + r) * cols + c0) * es, nc * es);
+  return HM_OK;
+}
+
+hm_source hm_ckpt_source(hm_ckpt *c) {
+  hm_source s = {c, ck_info, ck_read};
+  return s;
+}

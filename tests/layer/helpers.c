@@ -1,0 +1,114 @@
+/* tests/layer/helpers.c: shared helpers of the layer tests: group weights, generated FFN-launch
+ * inputs, error measures. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "formats.h"
+#include "helpers.h"
+
+hm_layer_config tl_config(const char *model, int32_t layer, uint32_t experts, uint32_t topk) {
+  hm_layer_config c;
+  ck_assert_int_eq(hm_config_by_name(model, layer, &c), HM_OK);
+  if (experts) ck_assert_int_eq(hm_config_set_experts(&c, experts, topk), HM_OK);
+  return c;
+}
+
+void tl_build_group(const hm_layer_config *cfg, uint32_t tp, uint64_t seed, uint32_t parts, hm_layer_weights *w) {
+  hm_gen g;
+  ck_assert_int_eq(hm_gen_init(&g, cfg, seed), HM_OK);
+  hm_source src = hm_gen_source(&g);
+  hm_build_opts o = {parts, 1024};
+  for (uint32_t r = 0; r < tp; r++) {
+    hm_status st = hm_weights_build(cfg, tp, r, &src, &o, &w[r]);
+    ck_assert_msg(st == HM_OK, "build rank %u: %s", r, hm_errmsg());
+  }
+  hm_gen_free(&g);
+}
+
+void tl_free_group(hm_layer_weights *w, uint32_t tp) {
+  for (uint32_t r = 0; r < tp; r++) hm_weights_free(&w[r]);
+}
+
+void tl_ffn_inputs_make(const hm_layer_config *cfg, uint32_t S, uint32_t tp, uint64_t seed, tl_ffn_inputs *in) {
+  memset(in, 0, sizeof *in);
+  const uint32_t D = cfg->hidden;
+  in->S = S, in->D = D, in->tp = tp;
+  in->a = calloc((size_t)S * D, sizeof(float));
+  in->res = calloc((size_t)S * HM_HC * D, sizeof(float));
+  in->post = calloc((size_t)S * HM_HC, sizeof(float));
+  in->comb = calloc((size_t)S * 16, sizeof(float));
+  in->pre = calloc((size_t)S * HM_HC, sizeof(float));
+  ck_assert(in->a && in->res && in->post && in->comb && in->pre);
+  hm_gen_normal(seed, "test.a", (uint64_t)S * D, 0.0f, 1.0f, true, in->a);
+  hm_gen_normal(seed, "test.res", (uint64_t)S * HM_HC * D, 0.0f, 4.0f, true, in->res);
+  for (uint32_t r = 0; r < tp; r++) {
+    in->parts[r] = calloc((size_t)S * D, sizeof(float));
+    ck_assert(in->parts[r]);
+    if (r == 0) memcpy(in->parts[0], in->a, (size_t)S * D * sizeof(float));
+  }
+  /* the attention seam's mixes as its gate makes them, from random mix logits */
+  float *mix = calloc((size_t)S * HM_MIX, sizeof(float)), *sq = calloc(S, sizeof(float));
+  float scale[3] = {1.0f, 1.0f, 1.0f}, base[HM_MIX];
+  ck_assert(mix && sq);
+  hm_gen_normal(seed, "test.mix", (uint64_t)S * HM_MIX, 0.0f, 1.0f, false, mix);
+  for (int j = 0; j < HM_MIX; j++) base[j] = (j >= 8 && (j - 8) / 4 == (j - 8) % 4) ? 2.0f : 0.0f;
+  for (uint32_t t = 0; t < S; t++) sq[t] = (float)(HM_HC * D); /* rms 1: the mixes as drawn */
+  hm_ref_seam_gate(cfg, S, mix, sq, scale, base, in->pre, in->post, in->comb);
+  free(mix);
+  free(sq);
+}
+
+void tl_ffn_inputs_free(tl_ffn_inputs *in) {
+  free(in->a), free(in->res), free(in->post), free(in->comb), free(in->pre);
+  for (uint32_t r = 0; r < HM_MAX_TP; r++) free(in->parts[r]);
+  memset(in, 0, sizeof *in);
+}
+
+double tl_max_abs(const float *a, const float *b, uint64_t n) {
+  double m = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    double d = fabs((double)a[i] - (double)b[i]);
+    if (d > m || isnan(d)) m = isnan(d) ? INFINITY : d;
+  }
+  return m;
+}
+double tl_rel_l2(const float *a, const float *ref, uint64_t n) {
+  double num = 0, den = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    double d = (double)a[i] - (double)ref[i];
+    num += d * d;
+    den += (double)ref[i] * ref[i];
+  }
+  return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+double tl_cosine(const float *a, const float *b, uint64_t n) {
+  double ab = 0, aa = 0, bb = 0;
+  for (uint64_t i = 0; i < n; i++) ab += (double)a[i] * b[i], aa += (double)a[i] * a[i], bb += (double)b[i] * b[i];
+  return (aa > 0 && bb > 0) ? ab / sqrt(aa * bb) : (aa == bb ? 1.0 : 0.0);
+}
+uint64_t tl_count_diff(const float *a, const float *b, uint64_t n) {
+  uint64_t c = 0;
+  for (uint64_t i = 0; i < n; i++) c += fmt_bits(a[i]) != fmt_bits(b[i]);
+  return c;
+}
+
+static void *tdata(const hm_tensor_set *s, const char *name, hm_dtype dt) {
+  hm_tensor *t = hm_tset_find(s, name);
+  ck_assert_msg(t != NULL, "trace has no '%s'", name);
+  ck_assert_msg(t->dtype == dt, "'%s' has dtype %s", name, hm_dtype_st_name(t->dtype));
+  return t->data;
+}
+float *tl_f32(const hm_tensor_set *s, const char *name) { return tdata(s, name, HM_DT_F32); }
+int32_t *tl_i32(const hm_tensor_set *s, const char *name) { return tdata(s, name, HM_DT_I32); }
+uint8_t *tl_u8(const hm_tensor_set *s, const char *name) {
+  hm_tensor *t = hm_tset_find(s, name);
+  ck_assert_msg(t != NULL, "trace has no '%s'", name);
+  ck_assert(hm_dtype_size(t->dtype) == 1);
+  return t->data;
+}
+
+int tl_is_bf16(float x) { return (fmt_bits(x) & 0xffffu) == 0; }
+

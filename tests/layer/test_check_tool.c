@@ -1,0 +1,81 @@
+/* tests/layer/test_check_tool.c: `hsa-mono-check ref` as a user runs it: the files it writes (inputs,
+ * weights a rank, a file a stage) read back with the library's reader, and its refusals. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "helpers.h"
+#include "hm_safetensors.h"
+
+static char dir[256];
+
+static int run(const char *args) {
+  const char *bin = getenv("HSAMONO_CHECK_BIN");
+  ck_assert_msg(bin != NULL, "HSAMONO_CHECK_BIN not set");
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "%s %s >/dev/null 2>&1", bin, args);
+  int rc = system(cmd);
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+static hm_st_file *open_in(const char *sub, const char *file) {
+  char p[512];
+  snprintf(p, sizeof p, "%s/%s/%s.safetensors", dir, sub, file);
+  hm_st_file *f;
+  ck_assert_msg(hm_st_open(p, &f) == HM_OK, "%s: %s", p, hm_errmsg());
+  return f;
+}
+
+START_TEST(ref_layer_files) {
+  snprintf(dir, sizeof dir, "/tmp/hm_check_XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  char args[512];
+  snprintf(args, sizeof args, "ref --config tiny --layer 5 --rows 4 --reqs 2 --tp 2 --seed 9 --out %s/l5", dir);
+  ck_assert_int_eq(run(args), 0);
+  hm_st_file *f = open_in("l5", "out");
+  ck_assert_str_eq(hm_st_meta(f, "model"), "tiny");
+  ck_assert_str_eq(hm_st_meta(f, "tp"), "2");
+  uint64_t sh[4];
+  hm_dtype dt;
+  const void *x;
+  ck_assert_int_eq(hm_st_get(f, "out.x", &dt, NULL, sh, &x, NULL), HM_OK);
+  ck_assert_int_eq(dt, HM_DT_F32);
+  ck_assert_uint_eq(sh[0], 4);
+  ck_assert_uint_eq(sh[1], 1024);
+  hm_st_close(f);
+  /* rank 1's weights in the kernel layouts: packed FP4 is written as "I8" (checkpoint style) */
+  f = open_in("l5", "weights.rank1");
+  ck_assert_int_eq(hm_st_get(f, "w13", &dt, NULL, sh, NULL, NULL), HM_OK);
+  ck_assert_int_eq(dt, HM_DT_I8);
+  ck_assert_uint_eq(sh[1], 256);
+  hm_st_close(f);
+  const char *stages[] = {"inputs", "k1.seam", "k1", "rank0.attn", "rank1.wo_b", "ffn.seam", "router", "rank1.routed"};
+  for (unsigned i = 0; i < sizeof stages / sizeof *stages; i++) hm_st_close(open_in("l5", stages[i]));
+  /* the FFN launch alone, full V4.1 dims with 4 experts */
+  snprintf(args, sizeof args,
+           "ref --config v41-flash --layer 3 --rows 2 --tp 4 --seed 1 --experts 4 --topk 2 --launch ffn --out %s/ffn", dir);
+  ck_assert_int_eq(run(args), 0);
+  f = open_in("ffn", "rank3.routed");
+  ck_assert_int_eq(hm_st_get(f, "rank3.routed.mid", NULL, NULL, sh, NULL, NULL), HM_OK);
+  ck_assert_uint_eq(sh[2], 640);
+  hm_st_close(f);
+  /* refusals: bad tp, missing arguments, unknown command */
+  snprintf(args, sizeof args, "ref --config tiny --layer 5 --rows 4 --tp 3 --seed 9 --out %s/x", dir);
+  ck_assert_int_eq(run(args), 1);
+  ck_assert_int_eq(run("ref --config tiny --layer 5"), 2);
+  ck_assert_int_eq(run("frob"), 2);
+  snprintf(args, sizeof args, "rm -rf %s", dir);
+  ck_assert_int_eq(system(args), 0);
+}
+END_TEST
+
+Suite *hm_test_suite(void) {
+  Suite *s = suite_create("layer-check-tool");
+  TCase *tc = tcase_create("tool");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, ref_layer_files);
+  suite_add_tcase(s, tc);
+  return s;
+}

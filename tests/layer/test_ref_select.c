@@ -1,0 +1,211 @@
+/* tests/layer/test_ref_select.c: the reference select step (spec/mono.md §3.9, model.md §7.2): the
+ * ratio-2 compressor against double math and across steps, the candidate blocks and the top-k by
+ * hand, and the index layers' selections end to end. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats.h"
+#include "helpers.h"
+
+START_TEST(topk_hand) {
+  float I[10] = {0.5f, 3, -INFINITY, 3, 1, NAN, 2, 7, -1, 3};
+  int32_t out[6];
+  /* top 4: 7 (id 7), then the three 3s; the tie on 3 keeps ids 1, 3 before 9 */
+  ck_assert_uint_eq(hm_ref_index_topk(I, 10, 4, 6, out), 4);
+  int32_t want[6] = {1, 3, 7, 9, -1, -1};
+  for (int i = 0; i < 6; i++) ck_assert_int_eq(out[i], want[i]);
+  ck_assert_uint_eq(hm_ref_index_topk(I, 10, 3, 6, out), 3);
+  ck_assert_int_eq(out[0], 1);
+  ck_assert_int_eq(out[1], 3);
+  ck_assert_int_eq(out[2], 7);
+  /* only the finite scores can be picked: 8 of the 10 */
+  ck_assert_uint_eq(hm_ref_index_topk(I, 10, 10, 6, out), 8);
+}
+END_TEST
+
+START_TEST(candidate_hand) {
+  /* 20 ids in blocks of 4: block maxima 4, 9, 1, -inf (all -inf), 2 (newest, forced in) */
+  float I[20];
+  for (int j = 0; j < 20; j++) I[j] = 0.0f;
+  I[2] = 4, I[5] = 9, I[8] = 1, I[18] = 2;
+  for (int j = 12; j < 16; j++) I[j] = -INFINITY;
+  uint8_t keep[20];
+  ck_assert_int_eq(hm_ref_candidate_blocks(I, 20, 4, 2, keep), HM_OK);
+  /* keep 2: the newest block (forced +inf) and block 1 (9) */
+  for (int j = 0; j < 20; j++) ck_assert_uint_eq(keep[j], (j / 4 == 4 || j / 4 == 1) ? 1 : 0);
+  ck_assert_int_eq(hm_ref_candidate_blocks(I, 20, 4, 10, keep), HM_OK);
+  /* every block with a finite score; the all -inf block never */
+  for (int j = 0; j < 20; j++) ck_assert_uint_eq(keep[j], j / 4 != 3);
+  /* a partial last block: 18 ids, the newest (17) in block 4 */
+  ck_assert_int_eq(hm_ref_candidate_blocks(I, 18, 4, 1, keep), HM_OK);
+  ck_assert_uint_eq(keep[17], 1);
+  ck_assert_uint_eq(keep[5], 0);
+}
+END_TEST
+
+/* the ratio-2 compressor: a group whose two tokens are the step's two rows, against double */
+START_TEST(compressor_vs_double) {
+  hm_layer_config c = tl_config("tiny", 2, 0, 0);
+  const uint32_t D = c.hidden;
+  hm_layer_weights w;
+  tl_build_group(&c, 1, 91, HM_WPART_ALL & ~HM_WPART_ENGRAM, &w);
+  hm_gen_step g;
+  ck_assert_int_eq(hm_gen_step_make(&c, 2, 1, 200, 91, &g), HM_OK); /* positions 200, 201 */
+  hm_select_state *st;
+  ck_assert_int_eq(hm_select_state_new(&st), HM_OK);
+  ck_assert_int_eq(hm_gen_step_seed_select(&g, &c, st, 91), HM_OK);
+  float *normed = malloc(sizeof(float) * 2 * D), *qr = malloc(sizeof(float) * 2 * c.q_lora);
+  hm_gen_normal(91, "normed", 2 * D, 0, 1, true, normed);
+  hm_gen_normal(91, "qr", 2 * c.q_lora, 0, 1, true, qr);
+  hm_select_args a = {&c, &w, 2, normed, qr, g.pos, g.slot, g.t2r, g.in.comp, g.bt, g.in.bt_stride, g.in.comp.block_size};
+  int32_t topk[2 * 512];
+  ck_assert_int_eq(hm_ref_select(st, &a, topk), HM_OK);
+  /* entry 100 = softmax-pooled rows 200 and 201, RMSNorm, RoPE at 200 */
+  const uint16_t *wkv = hm_weights_get(&w, "cmp_wkv")->data, *wg = hm_weights_get(&w, "cmp_wgate")->data;
+  const uint16_t *nw = hm_weights_get(&w, "cmp_norm")->data;
+  const float *cs = hm_weights_get(&w, "cos_sin")->data;
+  double pooled[512], ss = 0;
+  for (int d = 0; d < 512; d++) {
+    double kv[2] = {0, 0}, sc[2] = {0, 0};
+    for (int t = 0; t < 2; t++)
+      for (uint32_t k = 0; k < D; k++) {
+        kv[t] += (double)fmt_bf16_to_f32(wkv[d * D + k]) * normed[t * D + k];
+        sc[t] += (double)fmt_bf16_to_f32(wg[d * D + k]) * normed[t * D + k];
+      }
+    double m = fmax(sc[0], sc[1]), e0 = exp(sc[0] - m), e1 = exp(sc[1] - m);
+    pooled[d] = (e0 * kv[0] + e1 * kv[1]) / (e0 + e1);
+    ss += pooled[d] * pooled[d];
+  }
+  double lat[512];
+  for (int d = 0; d < 512; d++) lat[d] = pooled[d] / sqrt(ss / 512) * fmt_bf16_to_f32(nw[d]);
+  for (int j = 0; j < 32; j++) {
+    double x = lat[448 + 2 * j], y = lat[449 + 2 * j], co = cs[200 * 64 + j], si = cs[200 * 64 + 32 + j];
+    lat[448 + 2 * j] = x * co - y * si, lat[449 + 2 * j] = x * si + y * co;
+  }
+  uint32_t rpb = g.in.comp.block_size;
+  int64_t slot = (int64_t)g.bt[100 / rpb] * rpb + 100 % rpb;
+  float rec[512];
+  ck_assert_int_eq(hm_ref_kv_read(&g.in.comp, slot, rec), HM_OK);
+  double num = 0, den = 0;
+  for (int d = 0; d < 512; d++) num += (rec[d] - lat[d]) * (rec[d] - lat[d]), den += lat[d] * lat[d];
+  /* e4m3 elements (2^-4 relative) on the nope dims: rel-L2 ~2e-2 */
+  ck_assert_msg(sqrt(num / den) < 4e-2, "compressed entry rel-L2 %g", sqrt(num / den));
+  /* the top-k of each row: every id below (p + 1) / 2 (fewer than 512) */
+  for (int t = 0; t < 2; t++) {
+    uint32_t n = (uint32_t)((g.pos[t] + 1) / 2);
+    for (uint32_t k = 0; k < 512; k++) ck_assert_int_eq(topk[t * 512 + k], k < n ? (int32_t)k : -1);
+  }
+  /* the same group over two steps (row 200, then row 201) makes the same entry */
+  hm_gen_step g2;
+  ck_assert_int_eq(hm_gen_step_make(&c, 2, 1, 200, 91, &g2), HM_OK);
+  hm_select_state *st2;
+  ck_assert_int_eq(hm_select_state_new(&st2), HM_OK);
+  ck_assert_int_eq(hm_gen_step_seed_select(&g2, &c, st2, 91), HM_OK);
+  for (uint32_t t = 0; t < 2; t++) {
+    hm_select_args b = {&c, &w, 1, normed + t * D, qr + t * c.q_lora, g2.pos + t, g2.slot + t, g2.t2r + t, g2.in.comp, g2.bt,
+                        g2.in.bt_stride, g2.in.comp.block_size};
+    ck_assert_int_eq(hm_ref_select(st2, &b, topk), HM_OK);
+  }
+  float rec2[512];
+  ck_assert_int_eq(hm_ref_kv_read(&g2.in.comp, slot, rec2), HM_OK);
+  ck_assert(!memcmp(rec, rec2, sizeof rec));
+  free(normed), free(qr);
+  hm_select_state_free(st), hm_select_state_free(st2);
+  hm_gen_step_free(&g), hm_gen_step_free(&g2);
+  hm_weights_free(&w);
+}
+END_TEST
+
+/* past 512 compressed entries the indexer really selects: 512 ascending ids, the step's newest
+ * entry among the candidates; layer 24 reads layer 20's keys; a missing key is an error */
+START_TEST(index_layers) {
+  hm_layer_config c20 = tl_config("tiny", 20, 0, 0), c24 = tl_config("tiny", 24, 0, 0);
+  hm_layer_weights w20, w24;
+  tl_build_group(&c20, 1, 5, HM_WPART_ALL & ~HM_WPART_ENGRAM, &w20);
+  tl_build_group(&c24, 1, 5, HM_WPART_ALL & ~HM_WPART_ENGRAM, &w24);
+  hm_gen_step g;
+  ck_assert_int_eq(hm_gen_step_make(&c20, 2, 2, 700, 5, &g), HM_OK);
+  hm_select_state *st;
+  ck_assert_int_eq(hm_select_state_new(&st), HM_OK);
+  const uint32_t D = c20.hidden;
+  float *normed = malloc(sizeof(float) * 2 * D), *qr = malloc(sizeof(float) * 2 * c20.q_lora);
+  hm_gen_normal(5, "normed", 2 * D, 0, 1, true, normed);
+  hm_gen_normal(5, "qr", 2 * c20.q_lora, 0, 1, true, qr);
+  int32_t topk[2 * 512], topk24[2 * 512];
+  hm_select_args a = {&c20, &w20, 2, normed, qr, g.pos, g.slot, g.t2r, g.in.comp, g.bt, g.in.bt_stride, g.in.comp.block_size};
+  /* no keys yet for the entries before the step */
+  ck_assert_int_eq(hm_ref_select(st, &a, topk), HM_ERR_INVALID_ARG);
+  ck_assert_ptr_nonnull(strstr(hm_errmsg(), "indexer keys"));
+  ck_assert_int_eq(hm_gen_step_seed_select(&g, &c20, st, 5), HM_OK);
+  ck_assert_int_eq(hm_ref_select(st, &a, topk), HM_OK);
+  for (int t = 0; t < 2; t++) {
+    int32_t n = (int32_t)g.pos[t] + 1, prev = -1;
+    for (int k = 0; k < 512; k++) {
+      ck_assert(topk[t * 512 + k] > prev && topk[t * 512 + k] < n);
+      prev = topk[t * 512 + k];
+    }
+  }
+  hm_select_args b = a;
+  b.cfg = &c24, b.w = &w24;
+  ck_assert_int_eq(hm_ref_select(st, &b, topk24), HM_OK);
+  for (int t = 0; t < 1024; t++) ck_assert(topk24[t] >= 0 && topk24[t] <= (int32_t)g.pos[t / 512]);
+  /* another layer's weights select other ids from the same keys */
+  ck_assert(memcmp(topk, topk24, sizeof topk) != 0);
+  free(normed), free(qr);
+  hm_select_state_free(st);
+  hm_gen_step_free(&g);
+  hm_weights_free(&w20), hm_weights_free(&w24);
+}
+END_TEST
+
+/* whole steps of the kv + index source layers through the default select */
+START_TEST(step_index_sources) {
+  const int layers[] = {2, 20, 24};
+  for (unsigned i = 0; i < sizeof layers / sizeof *layers; i++) {
+    hm_layer_config c = tl_config("tiny", layers[i], 0, 0);
+    hm_layer_weights w[2];
+    tl_build_group(&c, 2, 17, HM_WPART_FFN | HM_WPART_ATTN | HM_WPART_SELECT, w);
+    hm_gen_step g;
+    ck_assert_int_eq(hm_gen_step_make(&c, 4, 2, 150, 17, &g), HM_OK);
+    hm_select_state *st;
+    ck_assert_int_eq(hm_select_state_new(&st), HM_OK);
+    ck_assert_int_eq(hm_gen_step_seed_select(&g, &c, st, 17), HM_OK);
+    hm_tensor_set t;
+    hm_tset_init(&t);
+    hm_status s = hm_ref_layer_step(w, 2, &g.in, NULL, st, &t);
+    ck_assert_msg(s == HM_OK, "layer %d: %s", layers[i], hm_errmsg());
+    const int32_t *tk = tl_i32(&t, "k1.topk"), *klen = tl_i32(&t, "k1.klen");
+    for (uint32_t r = 0; r < 4; r++) {
+      uint32_t n = (uint32_t)((g.pos[r] + 1) / c.compress_ratio);
+      ck_assert_int_eq(klen[4 + r], (int32_t)n);
+      ck_assert_int_eq(tk[r * 512 + n - 1], (int32_t)n - 1);
+    }
+    ck_assert_ptr_nonnull(hm_tset_find(&t, "out.x"));
+    /* no state: the default select cannot run */
+    hm_tensor_set t2;
+    hm_tset_init(&t2);
+    ck_assert_int_eq(hm_ref_layer_step(w, 2, &g.in, NULL, NULL, &t2), HM_ERR_INVALID_ARG);
+    ck_assert_uint_eq(t2.count, 0);
+    hm_tset_free(&t), hm_tset_free(&t2);
+    hm_select_state_free(st);
+    hm_gen_step_free(&g);
+    tl_free_group(w, 2);
+  }
+}
+END_TEST
+
+Suite *hm_test_suite(void) {
+  Suite *s = suite_create("layer-ref-select");
+  TCase *tc = tcase_create("select");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, topk_hand);
+  tcase_add_test(tc, candidate_hand);
+  tcase_add_test(tc, compressor_vs_double);
+  tcase_add_test(tc, index_layers);
+  tcase_add_test(tc, step_index_sources);
+  suite_add_tcase(s, tc);
+  return s;
+}

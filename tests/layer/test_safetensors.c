@@ -1,0 +1,186 @@
+/* tests/layer/test_safetensors.c: safetensors writing and reading (every dtype, metadata), refusal
+ * of malformed files, and a sharded checkpoint written from the generator read back as a weight
+ * source: the same kernel-layout weights, byte for byte. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "hm_safetensors.h"
+
+static char dir[256];
+
+static void mkdir_tmp(void) {
+  snprintf(dir, sizeof dir, "/tmp/hm_st_XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+static void rm_tree(void) {
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  ck_assert_int_eq(system(cmd), 0);
+}
+
+START_TEST(roundtrip) {
+  mkdir_tmp();
+  hm_tensor_set s;
+  hm_tset_init(&s);
+  float *f = hm_tset_new(&s, "a.f32", HM_DT_F32, 3, 5, 0, 0);
+  uint16_t *b = hm_tset_new(&s, "a.bf16", HM_DT_BF16, 7, 0, 0, 0);
+  uint8_t *e = hm_tset_new(&s, "e4m3", HM_DT_E4M3, 2, 2, 2, 2);
+  int64_t *l = hm_tset_new(&s, "i64", HM_DT_I64, 3, 0, 0, 0);
+  ck_assert(f && b && e && l && hm_tset_new(&s, "codes", HM_DT_E8M0, 4, 0, 0, 0));
+  for (int i = 0; i < 15; i++) f[i] = (float)i * 0.5f;
+  for (int i = 0; i < 7; i++) b[i] = (uint16_t)(0x3f80 + i);
+  for (int i = 0; i < 16; i++) e[i] = (uint8_t)i;
+  l[2] = -5;
+  char p[300];
+  snprintf(p, sizeof p, "%s/x.safetensors", dir);
+  const char *k[] = {"model"}, *v[] = {"tiny"};
+  ck_assert_int_eq(hm_st_write(p, &s, k, v, 1), HM_OK);
+  hm_st_file *fi;
+  ck_assert_int_eq(hm_st_open(p, &fi), HM_OK);
+  ck_assert_uint_eq(hm_st_count(fi), 5);
+  ck_assert_str_eq(hm_st_meta(fi, "model"), "tiny");
+  ck_assert_ptr_null(hm_st_meta(fi, "nope"));
+  for (uint32_t i = 0; i < s.count; i++) {
+    hm_dtype dt;
+    uint32_t nd;
+    uint64_t sh[4];
+    const void *d;
+    uint64_t nb;
+    ck_assert_int_eq(hm_st_get(fi, s.t[i].name, &dt, &nd, sh, &d, &nb), HM_OK);
+    ck_assert_int_eq(dt, s.t[i].dtype);
+    ck_assert_uint_eq(nd, s.t[i].ndim);
+    ck_assert_uint_eq(nb, s.t[i].nbytes);
+    ck_assert(!memcmp(d, s.t[i].data, nb));
+    /* the header is padded so the data (the first tensor written) starts 8-byte aligned */
+    if (!strcmp(s.t[i].name, "a.f32")) ck_assert_uint_eq((uintptr_t)d % 8, 0);
+  }
+  ck_assert_int_eq(hm_st_get(fi, "absent", NULL, NULL, NULL, NULL, NULL), HM_ERR_NOT_FOUND);
+  hm_st_close(fi);
+  hm_tset_free(&s);
+  rm_tree();
+}
+END_TEST
+
+static hm_status write_raw(const char *path, const char *header, uint64_t hlen_field, uint64_t data_bytes) {
+  FILE *fp = fopen(path, "wb");
+  uint8_t len[8];
+  for (int i = 0; i < 8; i++) len[i] = (uint8_t)(hlen_field >> (8 * i));
+  fwrite(len, 1, 8, fp);
+  fwrite(header, 1, strlen(header), fp);
+  for (uint64_t i = 0; i < data_bytes; i++) fputc(0, fp);
+  fclose(fp);
+  return HM_OK;
+}
+
+START_TEST(malformed) {
+  mkdir_tmp();
+  char p[300];
+  snprintf(p, sizeof p, "%s/bad.safetensors", dir);
+  hm_st_file *f;
+  const struct {
+    const char *h;
+    int64_t hlen; /* -1: the header's own length */
+    uint64_t data;
+    const char *msg;
+  } cases[] = {
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 1000, 8, "header of"},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}", -1, 8, "not a JSON object"},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,16]}}", -1, 8, "ends past the file"},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", -1, 8, "holds 8 bytes"},
+      {"{\"a\":{\"dtype\":\"Q7\",\"shape\":[2],\"data_offsets\":[0,8]}}", -1, 8, "dtype 'Q7'"},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", -1, 8, "not a size"},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2]}}", -1, 8, "lacks"},
+      {"[1,2]", -1, 0, "not a JSON object"},
+  };
+  for (unsigned i = 0; i < sizeof cases / sizeof *cases; i++) {
+    write_raw(p, cases[i].h, cases[i].hlen < 0 ? strlen(cases[i].h) : (uint64_t)cases[i].hlen, cases[i].data);
+    ck_assert_int_eq(hm_st_open(p, &f), HM_ERR_FORMAT);
+    ck_assert_msg(strstr(hm_errmsg(), cases[i].msg) != NULL, "case %u: %s", i, hm_errmsg());
+  }
+  /* a dtype the layer does not read opens, and is refused when asked for */
+  const char *f16 = "{\"h\":{\"dtype\":\"F16\",\"shape\":[4],\"data_offsets\":[0,8]}}";
+  write_raw(p, f16, strlen(f16), 8);
+  ck_assert_int_eq(hm_st_open(p, &f), HM_OK);
+  ck_assert_int_eq(hm_st_get(f, "h", NULL, NULL, NULL, NULL, NULL), HM_ERR_UNSUPPORTED);
+  hm_st_close(f);
+  FILE *fp = fopen(p, "wb");
+  fputs("abc", fp);
+  fclose(fp);
+  ck_assert_int_eq(hm_st_open(p, &f), HM_ERR_FORMAT);
+  snprintf(p, sizeof p, "%s/none.safetensors", dir);
+  ck_assert_int_eq(hm_st_open(p, &f), HM_ERR_NOT_FOUND);
+  rm_tree();
+}
+END_TEST
+
+/* the generator's checkpoint tensors in two shards, read back as a checkpoint: the same weights */
+START_TEST(checkpoint_source) {
+  mkdir_tmp();
+  hm_layer_config c = tl_config("tiny", 3, 8, 6);
+  hm_gen g;
+  ck_assert_int_eq(hm_gen_init(&g, &c, 13), HM_OK);
+  hm_source gs = hm_gen_source(&g);
+  hm_tensor_set sh[2];
+  hm_tset_init(&sh[0]), hm_tset_init(&sh[1]);
+  for (uint32_t i = 0; i < g.count; i++) {
+    const hm_ckpt_entry *e = &g.schema[i];
+    if (e->huge) continue;
+    hm_tensor *t;
+    ck_assert_int_eq(hm_tset_add(&sh[i % 2], e->name, e->dtype, e->ndim, e->shape, &t), HM_OK);
+    uint64_t rows = e->ndim == 2 ? e->shape[0] : 1, cols = e->ndim == 2 ? e->shape[1] : e->shape[0];
+    ck_assert_int_eq(gs.read(gs.ctx, e->name, 0, rows, 0, cols, t->data), HM_OK);
+  }
+  char p[300];
+  for (int i = 0; i < 2; i++) {
+    snprintf(p, sizeof p, "%s/model-0000%d-of-00002.safetensors", dir, i + 1);
+    ck_assert_int_eq(hm_st_write(p, &sh[i], NULL, NULL, 0), HM_OK);
+  }
+  hm_ckpt *ck;
+  ck_assert_int_eq(hm_ckpt_open(dir, &ck), HM_OK);
+  hm_source cs = hm_ckpt_source(ck);
+  for (uint32_t r = 0; r < 2; r++) {
+    hm_layer_weights a, b;
+    hm_build_opts o = {HM_WPART_FFN | HM_WPART_ATTN, 64};
+    ck_assert_int_eq(hm_weights_build(&c, 2, r, &gs, &o, &a), HM_OK);
+    ck_assert_int_eq(hm_weights_build(&c, 2, r, &cs, &o, &b), HM_OK);
+    ck_assert_uint_eq(a.set.count, b.set.count);
+    for (uint32_t i = 0; i < a.set.count; i++) {
+      ck_assert_str_eq(a.set.t[i].name, b.set.t[i].name);
+      ck_assert_msg(!memcmp(a.set.t[i].data, b.set.t[i].data, a.set.t[i].nbytes), "%s", a.set.t[i].name);
+    }
+    hm_weights_free(&a), hm_weights_free(&b);
+  }
+  /* a tensor missing from the checkpoint names itself */
+  hm_ckpt_close(ck);
+  snprintf(p, sizeof p, "%s/model-00001-of-00002.safetensors", dir);
+  ck_assert_int_eq(unlink(p), 0);
+  ck_assert_int_eq(hm_ckpt_open(dir, &ck), HM_OK);
+  cs = hm_ckpt_source(ck);
+  hm_layer_weights w;
+  ck_assert_int_eq(hm_weights_build(&c, 1, 0, &cs, NULL, &w), HM_ERR_NOT_FOUND);
+  ck_assert_ptr_nonnull(strstr(hm_errmsg(), "layers.3."));
+  hm_ckpt_close(ck);
+  /* the same tensor in two shards is refused */
+  snprintf(p, sizeof p, "%s/dup.safetensors", dir);
+  ck_assert_int_eq(hm_st_write(p, &sh[1], NULL, NULL, 0), HM_OK);
+  ck_assert_int_eq(hm_ckpt_open(dir, &ck), HM_ERR_FORMAT);
+  hm_tset_free(&sh[0]), hm_tset_free(&sh[1]);
+  hm_gen_free(&g);
+  rm_tree();
+}
+END_TEST
+
+Suite *hm_test_suite(void) {
+  Suite *s = suite_create("layer-safetensors");
+  TCase *tc = tcase_create("safetensors");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, roundtrip);
+  tcase_add_test(tc, malformed);
+  tcase_add_test(tc, checkpoint_source);
+  suite_add_tcase(s, tc);
+  return s;
+}

@@ -1,0 +1,608 @@
+/* tests/sim/test_sim.c: the software HSA agent through the raw HSA API and through the runtime:
+ * configuration, the packet processor's rules, signals, executables, CTA residency and the
+ * watchdog, the weak-visibility model and chaos mode. */
+#include <check.h>
+#include <hsa/hsa.h>
+#include <hsa/hsa_ext_amd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../hsa/rt_helpers.h"
+#include "hm_embedded.h"
+#include "hm_hsa.h"
+#include "hm_hsa_compat.h"
+#include "selftest/selftest.h"
+#include "sim/hm_sim_ext.h"
+
+/* the agent's extensions, linked directly */
+hsa_status_t hm_sim_executable_set_host_object(hsa_executable_t exe, const void *image, size_t size);
+size_t hm_sim_queue_error(const hsa_queue_t *queue, char *buf, size_t cap);
+const char *hm_sim_describe(void);
+void hm_sim_chaos_start_order(uint64_t seed, uint64_t seq, uint32_t n, uint32_t *order);
+
+static void nap_ms(unsigned ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+  nanosleep(&ts, NULL);
+}
+
+/* ---------------------------------------------------------------- raw HSA helpers */
+
+struct found {
+  hsa_agent_t gpu[16], cpu;
+  unsigned ngpu, ncpu;
+};
+
+static hsa_status_t on_agent(hsa_agent_t a, void *d) {
+  struct found *f = d;
+  hsa_device_type_t t;
+  ck_assert_int_eq(hsa_agent_get_info(a, HSA_AGENT_INFO_DEVICE, &t), HSA_STATUS_SUCCESS);
+  if (t == HSA_DEVICE_TYPE_GPU) f->gpu[f->ngpu++] = a;
+  else f->cpu = a, f->ncpu++;
+  return HSA_STATUS_SUCCESS;
+}
+
+static struct found agents(void) {
+  struct found f;
+  memset(&f, 0, sizeof f);
+  ck_assert_int_eq(hsa_iterate_agents(on_agent, &f), HSA_STATUS_SUCCESS);
+  return f;
+}
+
+struct pools {
+  hsa_amd_memory_pool_t coarse, fine, ext, kernarg;
+  size_t group;
+  int n;
+};
+
+static hsa_status_t on_pool(hsa_amd_memory_pool_t p, void *d) {
+  struct pools *ps = d;
+  hsa_amd_segment_t seg;
+  uint32_t flags = 0;
+  size_t size;
+  hsa_amd_memory_pool_get_info(p, HSA_AMD_MEMORY_POOL_INFO_SEGMENT, &seg);
+  hsa_amd_memory_pool_get_info(p, HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS, &flags);
+  hsa_amd_memory_pool_get_info(p, HSA_AMD_MEMORY_POOL_INFO_SIZE, &size);
+  ps->n++;
+  if (seg == HSA_AMD_SEGMENT_GROUP) ps->group = size;
+  else if (flags & HM_POOL_FLAG_KERNARG_INIT) ps->kernarg = p;
+  else if (flags & HM_POOL_FLAG_COARSE_GRAINED) ps->coarse = p;
+  else if (flags & HM_POOL_FLAG_EXTENDED_SCOPE_FINE_GRAINED) ps->ext = p;
+  else if (flags & HM_POOL_FLAG_FINE_GRAINED) ps->fine = p;
+  return HSA_STATUS_SUCCESS;
+}
+
+static struct pools pools_of(hsa_agent_t a) {
+  struct pools p;
+  memset(&p, 0, sizeof p);
+  ck_assert_int_eq(hsa_amd_agent_iterate_memory_pools(a, on_pool, &p), HSA_STATUS_SUCCESS);
+  return p;
+}
+
+/* ---------------------------------------------------------------- configuration */
+
+START_TEST(agents_from_environment) {
+  setenv("HSAMONO_SIM_AGENTS", "3", 1);
+  setenv("HSAMONO_SIM_ARCH", "gfx942", 1);
+  unsetenv("HSAMONO_SIM_CUS");
+  ck_assert_int_eq(hsa_init(), HSA_STATUS_SUCCESS);
+  struct found f = agents();
+  ck_assert_uint_eq(f.ngpu, 3);
+  ck_assert_uint_eq(f.ncpu, 1);
+  for (unsigned i = 0; i < f.ngpu; i++) {
+    char name[64];
+    uint32_t cus, simds, waves, wave, xcc;
+    ck_assert_int_eq(hsa_agent_get_info(f.gpu[i], HSA_AGENT_INFO_NAME, name), HSA_STATUS_SUCCESS);
+    ck_assert_str_eq(name, "gfx942");
+    hsa_agent_get_info(f.gpu[i], (hsa_agent_info_t)HSA_AMD_AGENT_INFO_COMPUTE_UNIT_COUNT, &cus);
+    hsa_agent_get_info(f.gpu[i], (hsa_agent_info_t)HSA_AMD_AGENT_INFO_NUM_SIMDS_PER_CU, &simds);
+    hsa_agent_get_info(f.gpu[i], (hsa_agent_info_t)HSA_AMD_AGENT_INFO_MAX_WAVES_PER_CU, &waves);
+    hsa_agent_get_info(f.gpu[i], HSA_AGENT_INFO_WAVEFRONT_SIZE, &wave);
+    hsa_agent_get_info(f.gpu[i], HM_AMD_AGENT_INFO_NUM_XCC, &xcc);
+    ck_assert_uint_eq(cus, 304); /* MI300X */
+    ck_assert_uint_eq(simds, 4);
+    ck_assert_uint_eq(waves, 32);
+    ck_assert_uint_eq(wave, 64);
+    ck_assert_uint_eq(xcc, 8);
+    struct pools p = pools_of(f.gpu[i]);
+    ck_assert_uint_eq(p.group, 64 * 1024);
+    ck_assert(p.coarse.handle && p.fine.handle && p.ext.handle);
+  }
+  ck_assert(pools_of(f.cpu).kernarg.handle != 0);
+  ck_assert_int_eq(hsa_shut_down(), HSA_STATUS_SUCCESS);
+  /* the defaults: 4 x gfx950 with 256 CUs and 160 KiB of LDS */
+  unsetenv("HSAMONO_SIM_AGENTS");
+  unsetenv("HSAMONO_SIM_ARCH");
+  ck_assert_int_eq(hsa_init(), HSA_STATUS_SUCCESS);
+  f = agents();
+  ck_assert_uint_eq(f.ngpu, 4);
+  uint32_t cus;
+  hsa_agent_get_info(f.gpu[0], (hsa_agent_info_t)HSA_AMD_AGENT_INFO_COMPUTE_UNIT_COUNT, &cus);
+  ck_assert_uint_eq(cus, 256);
+  ck_assert_uint_eq(pools_of(f.gpu[0]).group, 160 * 1024);
+  ck_assert_int_eq(hsa_shut_down(), HSA_STATUS_SUCCESS);
+  ck_assert_int_eq(hsa_shut_down(), HSA_STATUS_ERROR_NOT_INITIALIZED);
+}
+END_TEST
+
+static hsa_status_t first_isa(hsa_isa_t isa, void *d) {
+  *(hsa_isa_t *)d = isa;
+  return HSA_STATUS_INFO_BREAK;
+}
+
+START_TEST(isa_names_and_pools) {
+  setenv("HSAMONO_SIM_AGENTS", "2", 1);
+  ck_assert_int_eq(hsa_init(), HSA_STATUS_SUCCESS);
+  struct found f = agents();
+  hsa_isa_t isa = {0};
+  ck_assert_int_eq(hsa_agent_iterate_isas(f.gpu[0], first_isa, &isa), HSA_STATUS_SUCCESS);
+  uint32_t len;
+  char name[128];
+  ck_assert_int_eq(hsa_isa_get_info_alt(isa, HSA_ISA_INFO_NAME_LENGTH, &len), HSA_STATUS_SUCCESS);
+  ck_assert_int_eq(hsa_isa_get_info_alt(isa, HSA_ISA_INFO_NAME, name), HSA_STATUS_SUCCESS);
+  ck_assert_str_eq(name, "amdgcn-amd-amdhsa--gfx950:sramecc+:xnack-");
+  ck_assert_uint_eq(len, strlen(name) + 1);
+  /* own pools allowed by default, a peer's only once allowed, as ROCr reports them */
+  struct pools p0 = pools_of(f.gpu[0]);
+  hsa_amd_memory_pool_access_t acc;
+  hsa_amd_agent_memory_pool_get_info(f.gpu[0], p0.coarse, HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS, &acc);
+  ck_assert_int_eq(acc, HSA_AMD_MEMORY_POOL_ACCESS_ALLOWED_BY_DEFAULT);
+  hsa_amd_agent_memory_pool_get_info(f.gpu[1], p0.coarse, HSA_AMD_AGENT_MEMORY_POOL_INFO_ACCESS, &acc);
+  ck_assert_int_eq(acc, HSA_AMD_MEMORY_POOL_ACCESS_DISALLOWED_BY_DEFAULT);
+  hsa_amd_memory_pool_link_info_t li;
+  hsa_amd_agent_memory_pool_get_info(f.gpu[1], p0.coarse, HSA_AMD_AGENT_MEMORY_POOL_INFO_LINK_INFO, &li);
+  ck_assert_int_eq(li.link_type, HSA_AMD_LINK_INFO_TYPE_XGMI);
+  /* allocation rules: granule-rounded, whole allocations only for IPC, bad handles refused */
+  void *m;
+  ck_assert_int_eq(hsa_amd_memory_pool_allocate(p0.ext, 100, 0, &m), HSA_STATUS_SUCCESS);
+  hsa_amd_ipc_memory_t h;
+  ck_assert_int_eq(hsa_amd_ipc_memory_create((char *)m + 64, 100, &h), HSA_STATUS_ERROR_INVALID_ARGUMENT);
+  ck_assert_int_eq(hsa_amd_ipc_memory_create(m, 8192, &h), HSA_STATUS_ERROR_INVALID_ARGUMENT);
+  ck_assert_int_eq(hsa_amd_ipc_memory_create(m, 100, &h), HSA_STATUS_SUCCESS);
+  void *m2;
+  ck_assert_int_eq(hsa_amd_ipc_memory_attach(&h, 100, 1, &f.gpu[1], &m2), HSA_STATUS_SUCCESS);
+  ck_assert_ptr_ne(m, m2);
+  ((volatile char *)m)[7] = 42;
+  ck_assert_int_eq(((volatile char *)m2)[7], 42); /* the same memory */
+  ck_assert_int_eq(hsa_amd_ipc_memory_detach(m2), HSA_STATUS_SUCCESS);
+  ck_assert_int_eq(hsa_amd_ipc_memory_detach(m2), HSA_STATUS_ERROR_INVALID_ARGUMENT);
+  h.handle[3] ^= 1;
+  ck_assert_int_eq(hsa_amd_ipc_memory_attach(&h, 100, 1, &f.gpu[1], &m2), HSA_STATUS_ERROR_INVALID_ARGUMENT);
+  ck_assert_int_eq(hsa_amd_memory_pool_free(m), HSA_STATUS_SUCCESS);
+  ck_assert_int_eq(hsa_amd_memory_pool_free(m), HSA_STATUS_ERROR_INVALID_ARGUMENT);
+  ck_assert_int_eq(hsa_amd_memory_pool_allocate(p0.coarse, 0, 0, &m), HSA_STATUS_ERROR_INVALID_ARGUMENT);
+  hsa_shut_down();
+}
+END_TEST
+
+/* ---------------------------------------------------------------- signals */
+
+START_TEST(signal_conditions_and_sleeping) {
+  ck_assert_int_eq(hsa_init(), HSA_STATUS_SUCCESS);
+  hsa_signal_t s;
+  ck_assert_int_eq(hsa_signal_create(10, 0, NULL, &s), HSA_STATUS_SUCCESS);
+  ck_assert_int_eq(hsa_signal_wait_scacquire(s, HSA_SIGNAL_CONDITION_EQ, 10, 1000, HSA_WAIT_STATE_ACTIVE), 10);
+  ck_assert_int_eq(hsa_signal_wait_scacquire(s, HSA_SIGNAL_CONDITION_NE, 3, 1000, HSA_WAIT_STATE_BLOCKED), 10);
+  ck_assert_int_eq(hsa_signal_wait_scacquire(s, HSA_SIGNAL_CONDITION_GTE, 10, 1000, HSA_WAIT_STATE_BLOCKED), 10);
+  hsa_signal_subtract_screlease(s, 4);
+  ck_assert_int_eq(hsa_signal_wait_scacquire(s, HSA_SIGNAL_CONDITION_LT, 7, 1000, HSA_WAIT_STATE_BLOCKED), 6);
+  ck_assert_int_eq(hsa_signal_cas_scacq_screl(s, 6, 1), 6);
+  ck_assert_int_eq(hsa_signal_exchange_relaxed(s, 5), 1);
+  hsa_signal_add_relaxed(s, 2);
+  ck_assert_int_eq(hsa_signal_load_relaxed(s), 7);
+  /* a blocked wait of 300 ms for a value that never comes: it times out and does not burn a core */
+  struct rusage r0, r1;
+  getrusage(RUSAGE_SELF, &r0);
+  uint64_t t0 = hm_now_test_ns();
+  ck_assert_int_eq(hsa_signal_wait_scacquire(s, HSA_SIGNAL_CONDITION_EQ, 0, 300000000ull, HSA_WAIT_STATE_BLOCKED), 7);
+  uint64_t waited = hm_now_test_ns() - t0;
+  getrusage(RUSAGE_SELF, &r1);
+  double cpu = (double)(r1.ru_utime.tv_sec - r0.ru_utime.tv_sec + r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) +
+               (double)(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec + r1.ru_stime.tv_usec - r0.ru_stime.tv_usec) / 1e6;
+  ck_assert_uint_ge(waited, 300000000ull);
+  ck_assert_msg(cpu < 0.1, "a 0.3 s blocked wait used %.3f s of CPU", cpu);
+  ck_assert_int_eq(hsa_signal_destroy(s), HSA_STATUS_SUCCESS);
+  hsa_signal_t bogus = {12345};
+  ck_assert_int_eq(hsa_signal_destroy(bogus), HSA_STATUS_ERROR_INVALID_SIGNAL);
+  hsa_shut_down();
+}
+END_TEST
+
+/* ---------------------------------------------------------------- the packet processor */
+
+struct raw {
+  hsa_agent_t gpu;
+  hsa_queue_t *q;
+  hsa_executable_t exe;
+  hsa_amd_memory_pool_t kernarg;
+  volatile int errors;
+  hsa_status_t last;
+};
+
+static void on_error(hsa_status_t s, hsa_queue_t *q, void *d) {
+  (void)q;
+  struct raw *r = d;
+  r->last = s;
+  r->errors++;
+}
+
+static void raw_open(struct raw *r, uint32_t qsize) {
+  memset(r, 0, sizeof *r);
+  ck_assert_int_eq(hsa_init(), HSA_STATUS_SUCCESS);
+  struct found f = agents();
+  r->gpu = f.gpu[0];
+  r->kernarg = pools_of(f.cpu).kernarg;
+  ck_assert_int_eq(hsa_queue_create(r->gpu, qsize, HSA_QUEUE_TYPE_MULTI, on_error, r, UINT32_MAX, UINT32_MAX, &r->q),
+                   HSA_STATUS_SUCCESS);
+  const struct hm_embedded_blob *co = hm_embedded_find("gfx950", HM_BLOB_CODE_OBJECT);
+  const struct hm_embedded_blob *host = hm_embedded_find("gfx950", HM_BLOB_HOST_OBJECT);
+  hsa_code_object_reader_t rd;
+  ck_assert_int_eq(hsa_code_object_reader_create_from_memory(co->data, hm_embedded_size(co), &rd), HSA_STATUS_SUCCESS);
+  ck_assert_int_eq(hsa_executable_create_alt(HSA_PROFILE_BASE, HSA_DEFAULT_FLOAT_ROUNDING_MODE_DEFAULT, NULL, &r->exe),
+                   HSA_STATUS_SUCCESS);
+  /* without the host object the agent cannot load it */
+  ck_assert_int_eq(hsa_executable_load_agent_code_object(r->exe, r->gpu, rd, NULL, NULL),
+                   HSA_STATUS_ERROR_INVALID_CODE_OBJECT);
+  ck_assert_int_eq(hm_sim_executable_set_host_object(r->exe, host->data, hm_embedded_size(host)), HSA_STATUS_SUCCESS);
+  ck_assert_int_eq(hsa_executable_load_agent_code_object(r->exe, r->gpu, rd, NULL, NULL), HSA_STATUS_SUCCESS);
+  ck_assert_int_eq(hsa_executable_freeze(r->exe, NULL), HSA_STATUS_SUCCESS);
+  hsa_code_object_reader_destroy(rd);
+}
+
+static uint64_t kobj(struct raw *r, const char *sym) {
+  hsa_executable_symbol_t s;
+  ck_assert_int_eq(hsa_executable_get_symbol_by_name(r->exe, sym, &r->gpu, &s), HSA_STATUS_SUCCESS);
+  uint64_t o;
+  hsa_executable_symbol_get_info(s, HSA_EXECUTABLE_SYMBOL_INFO_KERNEL_OBJECT, &o);
+  return o;
+}
+
+/* Write a st_count packet into the next slot (body only, unpublished); returns its index. */
+static uint64_t count_packet(struct raw *r, uint32_t *counter, hsa_signal_t done, uint16_t extra_header, void **ka_out) {
+  void *ka;
+  ck_assert_int_eq(hsa_amd_memory_pool_allocate(r->kernarg, 64, 0, &ka), HSA_STATUS_SUCCESS);
+  struct st_count_args a = {.counter = (uint64_t)(uintptr_t)counter};
+  memcpy(ka, &a, sizeof a);
+  uint64_t idx = hsa_queue_add_write_index_scacq_screl(r->q, 1);
+  hsa_kernel_dispatch_packet_t *p = (hsa_kernel_dispatch_packet_t *)r->q->base_address + (idx & (r->q->size - 1));
+  memset((char *)p + 4, 0, 60);
+  p->workgroup_size_x = 64, p->workgroup_size_y = 1, p->workgroup_size_z = 1;
+  p->grid_size_x = 64, p->grid_size_y = 1, p->grid_size_z = 1;
+  p->kernel_object = kobj(r, "st_count.kd");
+  p->kernarg_address = ka;
+  p->completion_signal = done;
+  (void)extra_header;
+  if (ka_out) *ka_out = ka;
+  return idx;
+}
+
+static void publish(struct raw *r, uint64_t idx, uint16_t header) {
+  hsa_kernel_dispatch_packet_t *p = (hsa_kernel_dispatch_packet_t *)r->q->base_address + (idx & (r->q->size - 1));
+  __atomic_store_n((uint32_t *)p, header | (1u << 16), __ATOMIC_RELEASE);
+}
+
+#define DISPATCH_HEADER                                                                                     \
+  (HSA_PACKET_TYPE_KERNEL_DISPATCH << HSA_PACKET_HEADER_TYPE | HSA_FENCE_SCOPE_SYSTEM                       \
+   << HSA_PACKET_HEADER_SCACQUIRE_FENCE_SCOPE | HSA_FENCE_SCOPE_SYSTEM << HSA_PACKET_HEADER_SCRELEASE_FENCE_SCOPE)
+
+START_TEST(header_publication_and_wraparound) {
+  setenv("HSAMONO_SIM_CUS", "4", 1);
+  struct raw r;
+  raw_open(&r, 64);
+  uint32_t *counter;
+  ck_assert_int_eq(hsa_amd_memory_pool_allocate(r.kernarg, 64, 0, (void **)&counter), HSA_STATUS_SUCCESS);
+  *counter = 0;
+  hsa_signal_t done;
+  hsa_signal_create(1, 0, NULL, &done);
+  /* body written, doorbell rung, header still INVALID: the packet processor must not run it */
+  uint64_t idx = count_packet(&r, counter, done, 0, NULL);
+  hsa_signal_store_screlease(r.q->doorbell_signal, (hsa_signal_value_t)idx);
+  nap_ms(50);
+  ck_assert_uint_eq(*counter, 0);
+  ck_assert_uint_eq(hsa_queue_load_read_index_scacquire(r.q), idx);
+  publish(&r, idx, DISPATCH_HEADER);
+  hsa_signal_store_screlease(r.q->doorbell_signal, (hsa_signal_value_t)idx);
+  ck_assert_int_eq(hsa_signal_wait_scacquire(done, HSA_SIGNAL_CONDITION_EQ, 0, 10000000000ull, HSA_WAIT_STATE_BLOCKED), 0);
+  ck_assert_uint_eq(*counter, 1);
+  /* consumed packets return to INVALID */
+  hsa_kernel_dispatch_packet_t *slot = (hsa_kernel_dispatch_packet_t *)r.q->base_address + (idx & 63);
+  ck_assert_uint_eq(__atomic_load_n(&slot->header, __ATOMIC_ACQUIRE) & 0xff, HSA_PACKET_TYPE_INVALID);
+  /* 300 more through 64 slots, completion signal counting all of them down */
+  hsa_signal_store_relaxed(done, 300);
+  for (int i = 0; i < 300; i++) {
+    while (hsa_queue_load_write_index_relaxed(r.q) - hsa_queue_load_read_index_scacquire(r.q) >= 64) sched_yield();
+    uint64_t k = count_packet(&r, counter, done, 0, NULL);
+    publish(&r, k, DISPATCH_HEADER | (i % 2) << HSA_PACKET_HEADER_BARRIER);
+    hsa_signal_store_screlease(r.q->doorbell_signal, (hsa_signal_value_t)k);
+  }
+  ck_assert_int_eq(hsa_signal_wait_scacquire(done, HSA_SIGNAL_CONDITION_EQ, 0, 60000000000ull, HSA_WAIT_STATE_BLOCKED), 0);
+  ck_assert_uint_eq(*counter, 301);
+  ck_assert_uint_eq(hsa_queue_load_read_index_scacquire(r.q), 301);
+  ck_assert_int_eq(r.errors, 0);
+  hsa_queue_destroy(r.q);
+  hsa_shut_down();
+}
+END_TEST
+
+START_TEST(barrier_and_dependencies) {
+  setenv("HSAMONO_SIM_CUS", "4", 1);
+  struct raw r;
+  raw_open(&r, 64);
+  hsa_signal_t dep1, dep2, done;
+  hsa_signal_create(1, 0, NULL, &dep1);
+  hsa_signal_create(1, 0, NULL, &dep2);
+  hsa_signal_create(1, 0, NULL, &done);
+  uint64_t idx = hsa_queue_add_write_index_scacq_screl(r.q, 1);
+  hsa_barrier_and_packet_t *b = (hsa_barrier_and_packet_t *)r.q->base_address + (idx & 63);
+  memset((char *)b + 4, 0, 60);
+  b->dep_signal[0] = dep1;
+  b->dep_signal[3] = dep2;
+  b->completion_signal = done;
+  __atomic_store_n((uint32_t *)b, HSA_PACKET_TYPE_BARRIER_AND << HSA_PACKET_HEADER_TYPE, __ATOMIC_RELEASE);
+  hsa_signal_store_screlease(r.q->doorbell_signal, (hsa_signal_value_t)idx);
+  nap_ms(30);
+  ck_assert_int_eq(hsa_signal_load_scacquire(done), 1);
+  hsa_signal_store_screlease(dep1, 0);
+  nap_ms(30);
+  ck_assert_int_eq(hsa_signal_load_scacquire(done), 1); /* AND: both */
+  hsa_signal_store_screlease(dep2, 0);
+  ck_assert_int_eq(hsa_signal_wait_scacquire(done, HSA_SIGNAL_CONDITION_EQ, 0, 5000000000ull, HSA_WAIT_STATE_BLOCKED), 0);
+  ck_assert_int_eq(r.errors, 0);
+  hsa_queue_destroy(r.q);
+  hsa_shut_down();
+}
+END_TEST
+
+/* Each malformed packet raises the queue's error callback with INVALID_PACKET_FORMAT and a
+ * reason, and the queue processes nothing after it. */
+START_TEST(malformed_packets) {
+  setenv("HSAMONO_SIM_CUS", "4", 1);
+  const char *why[] = {"kernel_object", "fence scope", "type", "work-items a CTA", "group segment", "kernarg"};
+  for (int which = 0; which < 6; which++) {
+    struct raw r;
+    raw_open(&r, 64);
+    uint32_t *counter;
+    hsa_amd_memory_pool_allocate(r.kernarg, 64, 0, (void **)&counter);
+    *counter = 0;
+    hsa_signal_t done;
+    hsa_signal_create(1, 0, NULL, &done);
+    uint64_t idx = count_packet(&r, counter, done, 0, NULL);
+    hsa_kernel_dispatch_packet_t *p = (hsa_kernel_dispatch_packet_t *)r.q->base_address + (idx & 63);
+    uint16_t header = DISPATCH_HEADER;
+    switch (which) {
+    case 0: p->kernel_object = 0xdeadbeef000ull; break;
+    case 1: header |= 3 << HSA_PACKET_HEADER_SCRELEASE_FENCE_SCOPE; break;
+    case 2: header = (header & ~0xff) | HSA_PACKET_TYPE_VENDOR_SPECIFIC; break;
+    case 3: p->workgroup_size_x = 128, p->grid_size_x = 128; break; /* st_count requires 64 */
+    case 4: p->group_segment_size = 1u << 20; break;
+    case 5: p->kernarg_address = (void *)0x1000; break;
+    }
+    publish(&r, idx, header);
+    hsa_signal_store_screlease(r.q->doorbell_signal, (hsa_signal_value_t)idx);
+    for (int t = 0; t < 500 && !r.errors; t++) nap_ms(2);
+    ck_assert_msg(r.errors == 1, "case %d: %d errors", which, r.errors);
+    ck_assert_int_eq(r.last, HSA_STATUS_ERROR_INVALID_PACKET_FORMAT);
+    char msg[512];
+    ck_assert_uint_gt(hm_sim_queue_error(r.q, msg, sizeof msg), 0);
+    ck_assert_msg(strstr(msg, why[which]), "case %d: %s", which, msg);
+    ck_assert_uint_eq(*counter, 0);
+    /* a later good packet is not processed: the queue is inactive */
+    uint64_t k = count_packet(&r, counter, done, 0, NULL);
+    publish(&r, k, DISPATCH_HEADER);
+    hsa_signal_store_screlease(r.q->doorbell_signal, (hsa_signal_value_t)k);
+    nap_ms(20);
+    ck_assert_uint_eq(*counter, 0);
+    ck_assert_int_eq(hsa_queue_destroy(r.q), HSA_STATUS_SUCCESS);
+    hsa_shut_down();
+  }
+}
+END_TEST
+
+/* ---------------------------------------------------------------- residency and the watchdog */
+
+/* A persistent grid one CTA larger than the agent holds: the resident CTAs wait in the grid's
+ * arrival handshake for one that can never start. The watchdog ends the dispatch, naming the
+ * kernel, the grid, the resident limit and the CTA that never started. */
+START_TEST(oversubscribed_grid_watchdog) {
+  setenv("HSAMONO_SIM_CUS", "2", 1);
+  setenv("HSAMONO_SIM_AGENTS", "1", 1);
+  setenv("HSAMONO_SIM_WATCHDOG_S", "1", 1);
+  hm_runtime *rt;
+  ck_assert_int_eq(hm_runtime_open("sim", &rt), HM_OK);
+  hm_agent *a = hm_agent_get(rt, 0);
+  hm_queue *q;
+  ck_assert_int_eq(hm_queue_create(a, 64, &q), HM_OK);
+  const hm_kernel *k = t_kernel(t_program(a), "st_gridbar");
+  uint32_t resident = hm_kernel_info_of(k)->residency.ctas_per_cu * 2;
+  ck_assert_uint_eq(resident, 16);
+  uint32_t *bar = t_host(a, 64), *out = t_host(a, 4 * (resident + 1));
+  struct dev_persist *arrive;
+  ck_assert_int_eq(hm_persist_new(a, &arrive), HM_OK);
+  struct st_gridbar_args args = {.bar = (uint64_t)(uintptr_t)bar, .out = (uint64_t)(uintptr_t)out,
+                                 .persist = (uint64_t)(uintptr_t)arrive, .epochs = 1};
+  /* hm_persistent_launch would refuse this grid: dispatch it plainly */
+  uint64_t t0 = hm_now_test_ns();
+  hm_status s = t_run_status(q, k, resident + 1, &args, sizeof args);
+  uint64_t took = hm_now_test_ns() - t0;
+  ck_assert_int_eq(s, HM_ERR_QUEUE_FAULT);
+  const char *m = hm_errmsg();
+  ck_assert_msg(strstr(m, "st_gridbar") && strstr(m, "grid 17 CTAs") && strstr(m, "resident limit 16 CTAs") &&
+                    strstr(m, "1 CTA never started: 16") && strstr(m, "no progress"),
+                "%s", m);
+  ck_assert_msg(took < 10000000000ull, "the watchdog took %.1f s", (double)took / 1e9);
+  hm_runtime_close(rt);
+}
+END_TEST
+
+/* The kernel's LDS comes from the dispatch's group segment: asking for more traps. And the
+ * placement honours LDS: two 100 KiB CTAs never share a gfx950 CU. */
+START_TEST(lds_from_group_segment) {
+  setenv("HSAMONO_SIM_CUS", "2", 1);
+  hm_runtime *rt;
+  ck_assert_int_eq(hm_runtime_open("sim", &rt), HM_OK);
+  hm_agent *a = hm_agent_get(rt, 0);
+  const hm_kernel *k = t_kernel(t_program(a), "st_barrier");
+  /* 100 KiB of dynamic LDS beside st_barrier's 4 KiB: one CTA a CU, so 2 a 2-CU agent */
+  uint32_t grid;
+  ck_assert_int_eq(hm_persistent_grid(k, a, 0, 100 * 1024, &grid), HM_OK);
+  ck_assert_uint_eq(grid, 2);
+  hm_queue *q;
+  ck_assert_int_eq(hm_queue_create(a, 64, &q), HM_OK);
+  uint32_t *out = t_host(a, 4 * 512 * 6);
+  struct st_barrier_args args = {.out = (uint64_t)(uintptr_t)out, .rounds = 2};
+  hm_dispatch d = {.kernel = k, .ctas = 6, .dynamic_lds = 100 * 1024, .kernarg = t_kernarg(a, &args, sizeof args),
+                   .barrier = true};
+  ck_assert_int_eq(hm_queue_dispatch(q, &d, 1), HM_OK); /* 6 CTAs, 2 at a time */
+  ck_assert_int_eq(hm_queue_wait_idle(q, RUN_TIMEOUT_NS), HM_OK);
+  ck_assert_uint_ne(out[5 * 512 + 511], 0);
+  hm_runtime_close(rt);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- weak visibility and chaos */
+
+/* Run the two-CTA hand-off; returns how many of the n words the consumer read right. The data
+ * and the flags are the agent's own memory (the hand-off stays on one agent); the consumer's copy
+ * goes to host memory for the test to read. */
+static uint32_t handoff(hm_queue *q, const hm_kernel *k, uint32_t mode, uint32_t tag) {
+  hm_agent *a = hm_queue_agent(q);
+  hm_runtime *rt = hm_agent_runtime(a);
+  const uint32_t n = 512;
+  uint32_t *data, *flag, *ack, *out = t_host(a, 4 * (n + 1));
+  ck_assert_int_eq(hm_mem_alloc(a, HM_POOL_COARSE, 4 * n, 0, (void **)&data), HM_OK);
+  ck_assert_int_eq(hm_mem_alloc(a, HM_POOL_UNCACHED, 64, 0, (void **)&flag), HM_OK);
+  ck_assert_int_eq(hm_mem_alloc(a, HM_POOL_UNCACHED, 64, 0, (void **)&ack), HM_OK);
+  ck_assert_int_eq(hm_mem_fill(rt, data, 0, n), HM_OK);
+  ck_assert_int_eq(hm_mem_fill(rt, flag, 0, 16), HM_OK);
+  ck_assert_int_eq(hm_mem_fill(rt, ack, 0, 16), HM_OK);
+  struct st_handoff_args args = {.data = (uint64_t)(uintptr_t)data, .flag = (uint64_t)(uintptr_t)flag,
+                                 .out = (uint64_t)(uintptr_t)out, .ack = (uint64_t)(uintptr_t)ack,
+                                 .ticks = 200000000ull, .n = n, .mode = mode, .tag = tag};
+  t_run(q, k, 2, &args, sizeof args);
+  uint32_t right = 0;
+  for (uint32_t i = 0; i < n; i++) right += out[i] == i * 3u + tag;
+  return right;
+}
+
+START_TEST(weak_visibility_needs_the_fence) {
+  setenv("HSAMONO_SIM_WEAK", "1", 1);
+  setenv("HSAMONO_SIM_CUS", "4", 1);
+  unsetenv("HSAMONO_SIM_CHAOS");
+  hm_runtime *rt;
+  ck_assert_int_eq(hm_runtime_open("sim", &rt), HM_OK);
+  hm_agent *a = hm_agent_get(rt, 0);
+  hm_queue *q;
+  ck_assert_int_eq(hm_queue_create(a, 64, &q), HM_OK);
+  const hm_kernel *k = t_kernel(t_program(a), "st_handoff");
+  const uint32_t all = ST_HANDOFF_FENCE | ST_HANDOFF_WAIT | ST_HANDOFF_ACQUIRE;
+  /* the whole protocol: plain data stores, device-scope ones, with a warm (stale) cache */
+  ck_assert_uint_eq(handoff(q, k, all, 7), 512);
+  ck_assert_uint_eq(handoff(q, k, all | ST_HANDOFF_DEVSTORE, 8), 512);
+  ck_assert_uint_eq(handoff(q, k, all | ST_HANDOFF_PREREAD, 9), 512);
+  /* no release fence: the plain stores never leave the producer before it reads the ack */
+  ck_assert_uint_eq(handoff(q, k, ST_HANDOFF_WAIT | ST_HANDOFF_ACQUIRE, 10), 0);
+  /* no acquire after a warm read: the consumer's cached lines are stale */
+  ck_assert_uint_lt(handoff(q, k, ST_HANDOFF_FENCE | ST_HANDOFF_WAIT | ST_HANDOFF_PREREAD, 11), 512);
+  hm_runtime_close(rt);
+}
+END_TEST
+
+START_TEST(weak_visibility_off_hides_it) {
+  /* the same missing fence passes on x86's own ordering: why the model exists */
+  setenv("HSAMONO_SIM_WEAK", "0", 1);
+  setenv("HSAMONO_SIM_CUS", "4", 1);
+  unsetenv("HSAMONO_SIM_CHAOS");
+  hm_runtime *rt;
+  ck_assert_int_eq(hm_runtime_open("sim", &rt), HM_OK);
+  hm_agent *a = hm_agent_get(rt, 0);
+  hm_queue *q;
+  ck_assert_int_eq(hm_queue_create(a, 64, &q), HM_OK);
+  const hm_kernel *k = t_kernel(t_program(a), "st_handoff");
+  ck_assert_uint_eq(handoff(q, k, ST_HANDOFF_WAIT | ST_HANDOFF_ACQUIRE, 10), 512);
+  hm_runtime_close(rt);
+}
+END_TEST
+
+/* A consumer that forgets to wait for the flag reads before the producer wrote under chaos, for
+ * every seed that starts the consumer first (known in advance: the order is a function of the
+ * seed); with the wait it is right under every seed. */
+START_TEST(chaos_catches_a_missing_wait) {
+  setenv("HSAMONO_SIM_WEAK", "0", 1); /* the race itself, not the visibility model */
+  setenv("HSAMONO_SIM_CUS", "4", 1);
+  int consumer_first = 0;
+  for (int seed = 1; seed <= 8; seed++) {
+    char s[16];
+    snprintf(s, sizeof s, "%d", seed);
+    setenv("HSAMONO_SIM_CHAOS", s, 1);
+    uint32_t order[2];
+    hm_sim_chaos_start_order((uint64_t)seed, 2, 2, order); /* the second dispatch below */
+    hm_runtime *rt;
+    ck_assert_int_eq(hm_runtime_open("sim", &rt), HM_OK);
+    hm_agent *a = hm_agent_get(rt, 0);
+    hm_queue *q;
+    ck_assert_int_eq(hm_queue_create(a, 64, &q), HM_OK);
+    const hm_kernel *k = t_kernel(t_program(a), "st_handoff");
+    ck_assert_uint_eq(handoff(q, k, ST_HANDOFF_FENCE | ST_HANDOFF_WAIT | ST_HANDOFF_ACQUIRE, 20), 512);
+    uint32_t right = handoff(q, k, ST_HANDOFF_FENCE, 21);
+    if (order[0] == 1) {
+      consumer_first++;
+      ck_assert_msg(right < 512, "seed %d starts the consumer first, yet it read every word", seed);
+    }
+    hm_runtime_close(rt);
+  }
+  ck_assert_int_ge(consumer_first, 1);
+}
+END_TEST
+
+/* Chaos is reproducible: the same seed gives the same CTA start order, other seeds others, and
+ * CTAs really start in that order (each takes a ticket as it starts). */
+START_TEST(chaos_is_reproducible) {
+  uint32_t a[16], b[16], c[16];
+  hm_sim_chaos_start_order(5, 1, 16, a);
+  hm_sim_chaos_start_order(5, 1, 16, b);
+  hm_sim_chaos_start_order(6, 1, 16, c);
+  ck_assert_mem_eq(a, b, sizeof a);
+  ck_assert(memcmp(a, c, sizeof a) != 0);
+  uint32_t seen = 0;
+  for (int i = 0; i < 16; i++) seen |= 1u << a[i];
+  ck_assert_uint_eq(seen, 0xffff); /* a permutation */
+  setenv("HSAMONO_SIM_CHAOS", "5", 1);
+  setenv("HSAMONO_SIM_CUS", "16", 1);
+  hm_runtime *rt;
+  ck_assert_int_eq(hm_runtime_open("sim", &rt), HM_OK);
+  hm_agent *ag = hm_agent_get(rt, 0);
+  hm_queue *q;
+  ck_assert_int_eq(hm_queue_create(ag, 64, &q), HM_OK);
+  uint32_t *counter = t_host(ag, 64), *ticket = t_host(ag, 64 * 4);
+  struct st_count_args args = {.counter = (uint64_t)(uintptr_t)counter, .ticket = (uint64_t)(uintptr_t)ticket};
+  t_run(q, t_kernel(t_program(ag), "st_count"), 16, &args, sizeof args);
+  /* CTAs start 2 ms apart in the seed's order: the first ones take the first tickets */
+  ck_assert_uint_eq(ticket[a[0]], 0);
+  ck_assert_uint_eq(ticket[a[1]], 1);
+  hm_runtime_close(rt);
+}
+END_TEST
+
+Suite *hm_test_suite(void) {
+  Suite *s = suite_create("sim");
+  TCase *tc = tcase_create("agent");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, agents_from_environment);
+  tcase_add_test(tc, isa_names_and_pools);
+  tcase_add_test(tc, signal_conditions_and_sleeping);
+  tcase_add_test(tc, header_publication_and_wraparound);
+  tcase_add_test(tc, barrier_and_dependencies);
+  tcase_add_test(tc, malformed_packets);
+  tcase_add_test(tc, oversubscribed_grid_watchdog);
+  tcase_add_test(tc, lds_from_group_segment);
+  tcase_add_test(tc, weak_visibility_needs_the_fence);
+  tcase_add_test(tc, weak_visibility_off_hides_it);
+  tcase_add_test(tc, chaos_catches_a_missing_wait);
+  tcase_add_test(tc, chaos_is_reproducible);
+  suite_add_tcase(s, tc);
+  return s;
+}

@@ -1,0 +1,239 @@
+/* tools/hsa-mono-check.c: the kernel-level correctness harness's reference side: `ref` runs the fp32
+ * reference of one layer step and writes inputs, weights and every stage's outputs as safetensors. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "hm_config.h"
+#include "hm_ref.h"
+#include "hm_safetensors.h"
+#include "hm_weights.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: hsa-mono-check ref --config tiny|v41-flash --layer L --rows R --tp N --seed S --out DIR\n"
+          "                          [--launch layer|ffn] [--experts E --topk K] [--ckpt PATH]\n"
+          "                          [--context C] [--reqs Q]\n"
+          "\n"
+          "Runs the fp32 reference of one decode step of layer L for a TP group of N ranks (1, 2, 4) and\n"
+          "writes DIR/inputs.safetensors, DIR/weights.rank<r>.safetensors (the kernels' layouts) and one\n"
+          "file a stage (DIR/<stage>.safetensors, e.g. k1.seam, rank0.attn, router, out). Weights come\n"
+          "from the seeded generator, or with --ckpt from a DeepSeek-V4.1 safetensors checkpoint (a file\n"
+          "or a directory of shards). --launch ffn runs the FFN launch alone on generated wo_b parts.\n"
+          "--experts/--topk shrink the routed experts (full dims with fewer experts).\n");
+}
+
+static int fail(const char *what) {
+  fprintf(stderr, "hsa-mono-check: %s: %s\n", what, hm_errmsg());
+  return 1;
+}
+
+/* the trace grouped by stage (the name without its last component), one file each */
+static hm_status write_stages(const char *dir, const hm_tensor_set *trace, const char *const *k, const char *const *v,
+                              uint32_t nm, uint32_t *files) {
+  uint8_t *done = calloc(trace->count ? trace->count : 1, 1);
+  if (!done) return hm_fail(HM_ERR_NO_MEMORY, "stage list");
+  hm_status st = HM_OK;
+  *files = 0;
+  for (uint32_t i = 0; i < trace->count && st == HM_OK; i++) {
+    if (done[i]) continue;
+    const char *n = trace->t[i].name, *dot = strrchr(n, '.');
+    size_t pl = dot ? (size_t)(dot - n) : strlen(n);
+    hm_tensor_set grp;
+    hm_tset_init(&grp);
+    for (uint32_t j = i; j < trace->count && st == HM_OK; j++) {
+      const char *m = trace->t[j].name, *d2 = strrchr(m, '.');
+      size_t ml = d2 ? (size_t)(d2 - m) : strlen(m);
+      if (done[j] || ml != pl || strncmp(m, n, pl)) continue;
+      hm_tensor *t;
+      st = hm_tset_add(&grp, m, trace->t[j].dtype, trace->t[j].ndim, trace->t[j].shape, &t);
+      if (st == HM_OK) memcpy(t->data, trace->t[j].data, t->nbytes);
+      done[j] = 1;
+    }
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%.*s.safetensors", dir, (int)pl, n);
+    if (st == HM_OK) st = hm_st_write(path, &grp, k, v, nm);
+    if (st == HM_OK) (*files)++;
+    hm_tset_free(&grp);
+  }
+  free(done);
+  return st;
+}
+
+static int cmd_ref(int argc, char **argv) {
+  const char *model = NULL, *out = NULL, *launch = "layer", *ckpt = NULL;
+  long layer = -1, rows = 0, tp = 0, experts = 0, topk = 0, context = 300, reqs = 1;
+  unsigned long long seed = 0;
+  int have_seed = 0;
+  static const struct option opts[] = {{"config", required_argument, 0, 'c'},  {"layer", required_argument, 0, 'l'},
+                                       {"rows", required_argument, 0, 'r'},    {"tp", required_argument, 0, 't'},
+                                       {"seed", required_argument, 0, 's'},    {"out", required_argument, 0, 'o'},
+                                       {"launch", required_argument, 0, 'L'},  {"experts", required_argument, 0, 'e'},
+                                       {"topk", required_argument, 0, 'k'},    {"ckpt", required_argument, 0, 'C'},
+                                       {"context", required_argument, 0, 'x'}, {"reqs", required_argument, 0, 'q'},
+                                       {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+  int o;
+  optind = 1;
+  while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    switch (o) {
+      case 'c': model = optarg; break;
+      case 'l': layer = strtol(optarg, NULL, 10); break;
+      case 'r': rows = strtol(optarg, NULL, 10); break;
+      case 't': tp = strtol(optarg, NULL, 10); break;
+      case 's': seed = strtoull(optarg, NULL, 0), have_seed = 1; break;
+      case 'o': out = optarg; break;
+      case 'L': launch = optarg; break;
+      case 'e': experts = strtol(optarg, NULL, 10); break;
+      case 'k': topk = strtol(optarg, NULL, 10); break;
+      case 'C': ckpt = optarg; break;
+      case 'x': context = strtol(optarg, NULL, 10); break;
+      case 'q': reqs = strtol(optarg, NULL, 10); break;
+      case 'h': usage(stdout); return 0;
+      default: usage(stderr); return 2;
+    }
+  }
+  if (!model || layer < 0 || rows < 1 || tp < 1 || !have_seed || !out || (strcmp(launch, "layer") && strcmp(launch, "ffn"))) {
+    usage(stderr);
+    return 2;
+  }
+  if (rows > HM_MAX_ROWS || reqs < 1 || rows % reqs || context < 0) {
+    fprintf(stderr, "hsa-mono-check: %ld rows in %ld requests: 1..%d rows, whole requests\n", rows, reqs, HM_MAX_ROWS);
+    return 2;
+  }
+  hm_layer_config cfg;
+  if (hm_config_by_name(model, (int32_t)layer, &cfg) != HM_OK) return fail("config");
+  if ((experts || topk) && hm_config_set_experts(&cfg, experts ? (uint32_t)experts : cfg.experts,
+                                                 topk ? (uint32_t)topk : cfg.topk) != HM_OK)
+    return fail("experts");
+  hm_rank_dims dims;
+  if (hm_rank_dims_for(&cfg, (uint32_t)tp, &dims) != HM_OK) return fail("tp");
+  if (mkdir(out, 0777) != 0 && errno != EEXIST) {
+    fprintf(stderr, "hsa-mono-check: %s: %s\n", out, strerror(errno));
+    return 1;
+  }
+  bool ffn = !strcmp(launch, "ffn");
+  /* the weights: generator or checkpoint */
+  hm_gen gen;
+  hm_ckpt *ck = NULL;
+  hm_source src;
+  if (hm_gen_init(&gen, &cfg, seed) != HM_OK) return fail("generator");
+  if (ckpt) {
+    if (hm_ckpt_open(ckpt, &ck) != HM_OK) return fail("checkpoint");
+    src = hm_ckpt_source(ck);
+  } else {
+    src = hm_gen_source(&gen);
+  }
+  hm_layer_weights w[HM_MAX_TP];
+  uint32_t parts = ffn ? HM_WPART_FFN : 0;
+  hm_build_opts bo = {parts, (uint32_t)(context + rows + 64)};
+  hm_gen_step step;
+  int rc = 1;
+  uint32_t built = 0;
+  hm_tensor_set inputs, trace;
+  hm_tset_init(&inputs);
+  hm_tset_init(&trace);
+  for (; built < (uint32_t)tp; built++)
+    if (hm_weights_build(&cfg, (uint32_t)tp, built, &src, &bo, &w[built]) != HM_OK) {
+      fail("weights");
+      goto done_w;
+    }
+  if (hm_gen_step_make(&cfg, (uint32_t)rows, (uint32_t)reqs, (uint32_t)context, seed, &step) != HM_OK) {
+    fail("step inputs");
+    goto done_w;
+  }
+  step.in.engram_table = &src;
+  if (hm_gen_step_tensors(&step, &cfg, &inputs) != HM_OK) {
+    fail("inputs");
+    goto done;
+  }
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  hm_status st;
+  if (ffn) {
+    /* wo_b's unreduced output of every rank: bf16 values, std 0.5 */
+    float *p[HM_MAX_TP];
+    for (uint32_t r = 0; r < (uint32_t)tp; r++) {
+      char n[32];
+      snprintf(n, sizeof n, "in.part%u", r);
+      p[r] = hm_tset_new(&inputs, n, HM_DT_F32, (uint64_t)rows, cfg.hidden, 0, 0);
+      if (!p[r]) {
+        fail("inputs");
+        goto done;
+      }
+      hm_gen_normal(seed, n, (uint64_t)rows * cfg.hidden, 0.0f, 0.5f, true, p[r]);
+    }
+    st = hm_ref_ffn_launch(w, (uint32_t)tp, (uint32_t)rows, (const float *const *)p, step.res, step.post, step.comb,
+                           step.pre, &trace);
+  } else {
+    hm_select_state *sel = NULL;
+    if (hm_select_state_new(&sel) != HM_OK || hm_gen_step_seed_select(&step, &cfg, sel, seed) != HM_OK) {
+      hm_select_state_free(sel);
+      fail("select state");
+      goto done;
+    }
+    st = hm_ref_layer_step(w, (uint32_t)tp, &step.in, NULL, sel, &trace);
+    hm_select_state_free(sel);
+  }
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  if (st != HM_OK) {
+    fail("reference");
+    goto done;
+  }
+  /* the files, every one carrying the run's parameters */
+  char lbuf[24], rbuf[24], tbuf[24], sbuf[32], ebuf[16];
+  snprintf(lbuf, sizeof lbuf, "%ld", layer);
+  snprintf(rbuf, sizeof rbuf, "%ld", rows);
+  snprintf(tbuf, sizeof tbuf, "%ld", tp);
+  snprintf(sbuf, sizeof sbuf, "%llu", seed);
+  snprintf(ebuf, sizeof ebuf, "%u", cfg.experts);
+  const char *mk[] = {"model", "layer", "rows", "tp", "seed", "launch", "experts", "weights"};
+  const char *mv[] = {model, lbuf, rbuf, tbuf, sbuf, launch, ebuf, ckpt ? ckpt : "generator"};
+  const uint32_t nm = sizeof mk / sizeof *mk;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/inputs.safetensors", out);
+  if (hm_st_write(path, &inputs, mk, mv, nm) != HM_OK) {
+    fail("write");
+    goto done;
+  }
+  for (uint32_t r = 0; r < (uint32_t)tp; r++) {
+    snprintf(path, sizeof path, "%s/weights.rank%u.safetensors", out, r);
+    if (hm_st_write(path, &w[r].set, mk, mv, nm) != HM_OK) {
+      fail("write");
+      goto done;
+    }
+  }
+  uint32_t files = 0;
+  if (write_stages(out, &trace, mk, mv, nm, &files) != HM_OK) {
+    fail("write");
+    goto done;
+  }
+  printf("hsa-mono-check ref: %s layer %ld (%s launch), %ld rows, TP%ld, seed %llu: %u stage files, %u tensors, "
+         "reference %.2f s -> %s\n",
+         model, layer, launch, rows, tp, seed, files, trace.count,
+         (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec), out);
+  rc = 0;
+done:
+  hm_gen_step_free(&step);
+done_w:
+  hm_tset_free(&inputs);
+  hm_tset_free(&trace);
+  for (uint32_t r = 0; r < built; r++) hm_weights_free(&w[r]);
+  hm_gen_free(&gen);
+  hm_ckpt_close(ck);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (!strcmp(argv[1], "ref")) return cmd_ref(argc - 1, argv + 1);
+  fprintf(stderr, "hsa-mono-check: unknown command '%s'\n", argv[1]);
+  usage(stderr);
+  return 2;
+}
