@@ -7,12 +7,16 @@
 
 #include "hm_codeobj.h"
 #include "hm_embedded.h"
+#include "hm_hsa.h"
 #include "hm_occupancy.h"
 #include "hm_status.h"
 
 static const char usage[] =
-    "usage: hsa-mono-info --kernels [--target gfx950|gfx942] [--code-object FILE]...\n"
+    "usage: hsa-mono-info                 the HSA library's agents and their memory pools\n"
+    "       hsa-mono-info --kernels [--target gfx950|gfx942] [--code-object FILE]...\n"
     "\n"
+    "  (no option)         open the HSA library HSAMONO_RUNTIME selects (rocr, sim, auto, a path)\n"
+    "                      and list every GPU agent: ISA, CUs, waves, LDS, queues, pools\n"
     "  --kernels           list every kernel of the embedded code objects (or of each FILE):\n"
     "                      registers, LDS, scratch, spills, resident CTAs a CU and the binding\n"
     "                      limit, and whether one CTA a CU fits. Exit status 1 when any kernel\n"
@@ -61,7 +65,35 @@ static int report(const char *label, const hm_codeobj *co) {
   return bad;
 }
 
+static int list_agents(void) {
+  hm_runtime *rt;
+  if (hm_runtime_open(NULL, &rt) != HM_OK) {
+    fprintf(stderr, "hsa-mono-info: %s\n", hm_errmsg());
+    return 2;
+  }
+  printf("HSA library: %s (%s)\n", hm_runtime_backend(rt), hm_runtime_describe(rt));
+  printf("CPU agents: %u\n", hm_cpu_agent_count(rt));
+  static const char *pools[] = {"coarse", "fine", "uncached", "kernarg", "host"};
+  for (unsigned i = 0; i < hm_agent_count(rt); i++) {
+    const hm_agent_info *in = hm_agent_info_of(hm_agent_get(rt, i));
+    printf("GPU agent %u: %s  %s\n", i, in->isa, in->product);
+    printf("  %u CUs x %u SIMDs, wave%u, %u waves a CU, %u XCCs, node %u, LDS %u KiB, queues %u..%u packets\n",
+           in->cus, in->simds_per_cu, in->wave_size, in->max_waves_per_cu, in->xccs, in->node, in->lds_bytes / 1024,
+           in->queue_min, in->queue_max);
+    printf("  pools:");
+    for (int k = 0; k < HM_POOL_KINDS; k++)
+      if (in->pool_present[k]) {
+        if (in->pool_size[k]) printf(" %s (%.0f GiB)", pools[k], (double)in->pool_size[k] / (1ull << 30));
+        else printf(" %s", pools[k]);
+      }
+    printf("\n");
+  }
+  hm_runtime_close(rt);
+  return 0;
+}
+
 int main(int argc, char **argv) {
+  if (argc == 1) return list_agents();
   static const struct option opts[] = {
       {"kernels", no_argument, 0, 'k'},
       {"target", required_argument, 0, 't'},

@@ -57,6 +57,9 @@ static bool ready_pop(struct sim_cta *c, uint32_t *out) {
 
 /* ---------------------------------------------------------------- lanes */
 
+/* The bottom of each fiber stack holds this; a work-item that overwrote it overflowed its stack. */
+#define STACK_CANARY 0x5ca1ab1ec0ffee42ull
+
 static void lane_entry(void *arg) {
   struct sim_lane *l = arg;
   struct sim_cta *c = l->cta;
@@ -388,6 +391,7 @@ void sim_cta_run(struct sim_cta *c) {
     struct sim_lane *l = &c->lanes[i];
     l->state = LANE_READY;
     l->wave_parity = 0;
+    *(volatile uint64_t *)l->fiber_stack = STACK_CANARY;
     sim_fiber_init(&l->fiber, l->fiber_stack, l->fiber_stack_size, lane_entry, l);
     ready_push(i);
   }
@@ -409,6 +413,15 @@ void sim_cta_run(struct sim_cta *c) {
       sim_cur = l;
       sim_fiber_switch(&c->sched, &l->fiber);
       sim_cur = NULL;
+      if (*(volatile uint64_t *)l->fiber_stack != STACK_CANARY) {
+        snprintf(c->trap, sizeof c->trap,
+                 "work-item %u of CTA %u overflowed its %zu-byte stack (HSAMONO_SIM_STACK_KB; the agent's state may "
+                 "be damaged)",
+                 l->lid, c->id, l->fiber_stack_size);
+        c->aborted = true;
+        sim_dispatch_abort(d, c->trap);
+        break;
+      }
       if (c->aborted) break;
       if (l->state == LANE_DONE) lane_exited(c, l);
       else if (l->state == LANE_POLLING) polling[npolling++] = i;

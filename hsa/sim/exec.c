@@ -28,11 +28,13 @@ static pthread_cond_t active_cv = PTHREAD_COND_INITIALIZER;
 
 static void cta_finished(struct sim_cta *c);
 
-/* Fiber stacks with a guard page below each, in one mapping; pages are committed only when a
- * work-item touches them. */
+/* Fiber stacks in one mapping a worker; pages are committed only when a work-item touches them.
+ * No guard page between them: a full-size grid has 131,072 work-items, and a guard each would
+ * take two memory mappings each, past Linux's limit of 65,530. A canary at the bottom of each
+ * stack (checked whenever the work-item yields) catches an overflow instead. */
 static bool ensure_stacks(struct sim_worker *w, uint32_t n) {
   if (w->nstacks >= n) return true;
-  size_t per = sim.cfg.stack_bytes + SIM_PAGE;
+  size_t per = sim.cfg.stack_bytes;
   if (w->stacks) munmap(w->stacks, per * w->nstacks);
   w->stacks = mmap(NULL, per * n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
   if (w->stacks == MAP_FAILED) {
@@ -40,7 +42,6 @@ static bool ensure_stacks(struct sim_worker *w, uint32_t n) {
     w->nstacks = 0;
     return false;
   }
-  for (uint32_t i = 0; i < n; i++) mprotect(w->stacks + per * i, SIM_PAGE, PROT_NONE);
   w->nstacks = n;
   return true;
 }
@@ -56,14 +57,13 @@ static bool prepare_cta(struct sim_worker *w, uint32_t size) {
     if (!c->lanes || !c->lds || !c->xchg || !c->wave_live) return false;
   }
   if (!ensure_stacks(w, size)) return false;
-  size_t per = sim.cfg.stack_bytes + SIM_PAGE;
+  size_t per = sim.cfg.stack_bytes;
   for (uint32_t i = 0; i < size; i++) {
     c->lanes[i].fiber.sp = NULL;
     c->lanes[i].lid = i;
     c->lanes[i].cta = c;
-    /* stack memory of lane i: above its guard page */
-    c->lanes[i].fiber_stack = w->stacks + per * i + SIM_PAGE;
-    c->lanes[i].fiber_stack_size = sim.cfg.stack_bytes;
+    c->lanes[i].fiber_stack = w->stacks + per * i;
+    c->lanes[i].fiber_stack_size = per;
   }
   return true;
 }
@@ -215,11 +215,13 @@ static void place_pending(struct sim_agent *a) {
     if (d->next == d->nctas) pending_remove(a, d);
     atomic_fetch_add(&d->progress, 1);
     if (!start_cta(d, id, cu, simd, pos)) {
+      /* never ran: undo its placement and count it finished; the caller aborts the dispatch
+       * (which accounts for the CTAs not placed yet) once the agent's lock is released */
       cu_take(a, d, cu, simd, -1);
-      atomic_store(&d->abort, true);
-      snprintf(d->error, sizeof d->error, "kernel %s: the agent could not start a thread for CTA %u", d->k->name, id);
-      atomic_store(&d->failed, true);
+      d->started[id] = 0;
       atomic_fetch_add(&d->finished, 1);
+      if (!a->start_failed) a->start_failed = d;
+      break;
     }
   }
 }
@@ -280,6 +282,15 @@ static void dispatch_end(struct sim_dispatch *d) {
   dispatch_free(d);
 }
 
+/* Abort the dispatch place_pending could not start a CTA of (caller does not hold a->lock). */
+static void abort_failed_start(struct sim_agent *a) {
+  pthread_mutex_lock(&a->lock);
+  struct sim_dispatch *d = a->start_failed;
+  a->start_failed = NULL;
+  pthread_mutex_unlock(&a->lock);
+  if (d) sim_dispatch_abort(d, "the agent could not start a thread for a CTA (out of memory or threads)");
+}
+
 static void cta_finished(struct sim_cta *c) {
   struct sim_dispatch *d = c->d;
   struct sim_agent *a = d->k->agent;
@@ -292,6 +303,7 @@ static void cta_finished(struct sim_cta *c) {
   bool gone = atomic_load(&d->ended); /* abandoned earlier by the watchdog */
   place_pending(a);
   pthread_mutex_unlock(&a->lock);
+  abort_failed_start(a);
   if (last && !gone) dispatch_end(d);
 }
 
@@ -357,6 +369,7 @@ void sim_dispatch_start(struct sim_queue *q, const hsa_kernel_dispatch_packet_t 
   a->pending_tail = d;
   place_pending(a);
   pthread_mutex_unlock(&a->lock);
+  abort_failed_start(a);
 }
 
 /* ---------------------------------------------------------------- abort and the watchdog */
@@ -531,7 +544,7 @@ void sim_exec_shutdown(void) {
       free(c->lds);
       free(c->xchg);
       free(c->wave_live);
-      if (w->stacks) munmap(w->stacks, (sim.cfg.stack_bytes + SIM_PAGE) * w->nstacks);
+      if (w->stacks) munmap(w->stacks, sim.cfg.stack_bytes * w->nstacks);
       free(w);
     } else {
       pp = &w->next_all;

@@ -76,6 +76,7 @@ struct sim_agent {
   struct sim_cu *cu;
   unsigned next_cu;     /* CTAs are dealt round-robin over CUs, as the hardware does */
   struct sim_dispatch *pending_head, *pending_tail;
+  struct sim_dispatch *start_failed; /* a dispatch a CTA thread could not be started for */
   /* copy engine */
   pthread_t copier;
   bool copier_started;

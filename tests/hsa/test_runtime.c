@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats.h"
 #include "hm_hsa.h"
 #include "rt_helpers.h"
 #include "selftest/selftest.h"
@@ -409,6 +410,57 @@ START_TEST(kernel_mfma) {
 }
 END_TEST
 
+/* The dialect's hardware conversions through a kernel: every fp8 code decoded, and every decoded
+ * value and midpoint in range encoded (OCP e4m3 on gfx950, FNUZ on gfx942), as formats.h
+ * computes them; bf16 rounding likewise. */
+START_TEST(kernel_conversions) {
+  hm_runtime *rt = t_open();
+  hm_agent *a = hm_agent_get(rt, 0);
+  bool fnuz = strcmp(hm_agent_info_of(a)->tid.processor, "gfx942") == 0;
+  hm_queue *q;
+  ck_assert_int_eq(hm_queue_create(a, 64, &q), HM_OK);
+  const hm_kernel *k = t_kernel(t_program(a), "st_cvt");
+  uint32_t *in = t_host(a, 4096 * 8), *out = t_host(a, 4096 * 4);
+  /* decode: byte c in the low byte */
+  for (uint32_t c = 0; c < 256; c++) in[c] = c;
+  struct st_cvt_args args = {.in = (uint64_t)(uintptr_t)in, .out = (uint64_t)(uintptr_t)out, .n = 256,
+                             .op = ST_CVT_FP8_F32};
+  t_run(q, k, 1, &args, sizeof args);
+  for (uint32_t c = 0; c < 256; c++) {
+    float want = fnuz ? fmt_e4m3fnuz_decode((u8)c) : fmt_e4m3_decode((u8)c);
+    if (want != want) ck_assert_msg(f_of(out[c]) != f_of(out[c]), "code 0x%02x: not NaN", c);
+    else ck_assert_msg(out[c] == u_of(want), "code 0x%02x: 0x%08x != 0x%08x", c, out[c], u_of(want));
+  }
+  /* encode: values and midpoints between neighbours, pairs packed into the low word */
+  float vals[1024];
+  uint32_t nv = 0;
+  float maxv = fnuz ? FMT_E4M3FNUZ_MAX : FMT_E4M3_MAX;
+  for (uint32_t c = 0; c < 128; c++) {
+    float v = fnuz ? fmt_e4m3fnuz_decode((u8)c) : fmt_e4m3_decode((u8)c), nxt;
+    if (v != v || v > maxv) continue;
+    vals[nv++] = v, vals[nv++] = -v;
+    nxt = fnuz ? fmt_e4m3fnuz_decode((u8)(c + 1)) : fmt_e4m3_decode((u8)(c + 1));
+    if (c < 127 && nxt == nxt && nxt <= maxv) vals[nv++] = (v + nxt) / 2, vals[nv++] = -(v + nxt) / 2;
+  }
+  if (nv & 1) vals[nv++] = 0.0f;
+  for (uint32_t i = 0; i < nv; i++) in[i] = u_of(vals[i]);
+  args.n = nv / 2, args.op = ST_CVT_PK_FP8;
+  t_run(q, k, 1, &args, sizeof args);
+  for (uint32_t i = 0; i < nv; i++) {
+    u8 want = fnuz ? fmt_e4m3fnuz_encode(vals[i]) : fmt_e4m3_encode(vals[i]);
+    u8 got = (u8)(out[i / 2] >> (8 * (i % 2)));
+    ck_assert_msg(got == want, "%g: 0x%02x != 0x%02x", (double)vals[i], got, want);
+  }
+  /* bf16: round to nearest even on a spread of values */
+  for (uint32_t i = 0; i < 4096; i++) in[i] = i * 0x9e3779b1u;
+  args.n = 4096, args.op = ST_CVT_BF16;
+  t_run(q, k, 4, &args, sizeof args);
+  for (uint32_t i = 0; i < 4096; i++)
+    if (f_of(in[i]) == f_of(in[i])) ck_assert_uint_eq(out[i], fmt_bf16_from_f32(f_of(in[i])));
+  hm_runtime_close(rt);
+}
+END_TEST
+
 /* A kernel that traps fails its queue: the next call returns the fault with the reason, and the
  * queue refuses further work. */
 START_TEST(kernel_trap_faults_queue) {
@@ -508,6 +560,7 @@ Suite *hm_test_suite(void) {
   tcase_add_test(tc, kernel_memory_policies);
   tcase_add_test(tc, kernel_bounded_poll);
   tcase_add_test(tc, kernel_mfma);
+  tcase_add_test(tc, kernel_conversions);
   tcase_add_test(tc, kernel_trap_faults_queue);
   tcase_add_test(tc, dispatch_errors);
   suite_add_tcase(s, tc);

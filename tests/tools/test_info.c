@@ -99,12 +99,26 @@ START_TEST(damaged_file_is_one_line_error) {
 }
 END_TEST
 
+START_TEST(agents_listing) {
+  char *out, *err;
+  const char *args[] = {NULL};
+  int rc = run_tool(args, &out, &err);
+  ck_assert_msg(rc == 0, "exit %d\n%s%s", rc, out, err);
+  ck_assert_ptr_nonnull(strstr(out, "GPU agent 0: amdgcn-amd-amdhsa--gfx9"));
+  ck_assert_ptr_nonnull(strstr(out, "pools: coarse"));
+  ck_assert_ptr_nonnull(strstr(out, "uncached"));
+  ck_assert_ptr_nonnull(strstr(out, "CUs x 4 SIMDs, wave64"));
+  free(out), free(err);
+}
+END_TEST
+
 Suite *hm_test_suite(void) {
   Suite *s = suite_create("info");
   TCase *tc = tcase_create("hsa-mono-info");
   tcase_add_test(tc, embedded_kernels_pass);
   tcase_add_test(tc, spilling_kernel_fails);
   tcase_add_test(tc, damaged_file_is_one_line_error);
+  tcase_add_test(tc, agents_listing);
   suite_add_tcase(s, tc);
   return s;
 }

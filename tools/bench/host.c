@@ -1,0 +1,225 @@
+/* tools/bench/host.c: hsa-mono-bench host: the host-side cost of writing one dispatch packet and of
+ * replaying a recorded chain, in nanoseconds and, under callgrind, in instructions, allocations
+ * and system calls (goal: under 200 ns, nothing but the doorbell store beyond plain stores). */
+#include <getopt.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench.h"
+#include "selftest/selftest.h"
+
+struct setup {
+  hm_runtime *rt;
+  hm_agent *a;
+  const hm_kernel *k;
+  void *kernarg;
+  uint32_t *counter;
+};
+
+static void die(const char *what) {
+  fprintf(stderr, "hsa-mono-bench host: %s: %s\n", what, hm_errmsg());
+  exit(2);
+}
+
+static void setup(struct setup *s) {
+  s->rt = bench_open();
+  s->a = hm_agent_get(s->rt, 0);
+  hm_program *p;
+  if (!s->a || hm_program_load(s->a, &p) || hm_kernel_get(p, "st_count", &s->k)) die("loading st_count");
+  if (hm_mem_alloc(s->a, HM_POOL_HOST, 64, 0, (void **)&s->counter)) die("allocating");
+  s->counter[0] = 0;
+  struct st_count_args args = {.counter = (uint64_t)(uintptr_t)s->counter};
+  if (hm_kernarg_new(s->a, &args, sizeof args, &s->kernarg)) die("kernel arguments");
+}
+
+/* N single-packet dispatches behind a barrier packet that holds the queue, so the agent executes
+ * nothing while they are written: the time is the host's alone. */
+static double time_dispatch(struct setup *s, unsigned n) {
+  hm_queue *q;
+  if (hm_queue_create(s->a, 131072, &q)) die("queue");
+  hm_signal gate;
+  if (hm_signal_create(s->rt, 1, &gate)) die("signal");
+  hm_barrier_pkt hold = {.deps = {gate}};
+  if (hm_queue_barrier(q, &hold)) die("barrier");
+  hm_dispatch d = {.kernel = s->k, .ctas = 1, .kernarg = s->kernarg, .acquire = HM_FENCE_AGENT,
+                   .release = HM_FENCE_AGENT};
+  uint64_t t0 = bench_now_ns();
+  for (unsigned i = 0; i < n; i++)
+    if (hm_queue_dispatch(q, &d, 1)) die("dispatch");
+  uint64_t t1 = bench_now_ns();
+  hm_signal_store(s->rt, gate, 0);
+  if (hm_queue_wait_idle(q, 600ull * 1000000000ull)) die("waiting for the dispatches");
+  if (s->counter[0] < n) {
+    fprintf(stderr, "hsa-mono-bench host: only %u of %u dispatches ran\n", s->counter[0], n);
+    exit(2);
+  }
+  hm_queue_destroy(q);
+  return (double)(t1 - t0) / n;
+}
+
+/* A chain of 8 dispatches on a 64-packet queue, replayed R times; each replay is timed alone
+ * with the agent idle (the chain is waited for between replays), and after 8 replays every one
+ * rewrites headers only. */
+static double time_chain(struct setup *s, unsigned r, unsigned *full_writes) {
+  hm_queue *q;
+  hm_chain *c;
+  if (hm_queue_create(s->a, 64, &q) || hm_chain_create(q, &c)) die("queue");
+  hm_dispatch d = {.kernel = s->k, .ctas = 1, .kernarg = s->kernarg, .barrier = true};
+  for (int i = 0; i < 8; i++)
+    if (hm_chain_add_dispatch(c, &d)) die("chain");
+  uint64_t total = 0;
+  *full_writes = 0;
+  for (unsigned i = 0; i < r + 8; i++) {
+    uint64_t t0 = bench_now_ns();
+    if (hm_chain_replay(c)) die("replay");
+    uint64_t t1 = bench_now_ns();
+    if (i >= 8) total += t1 - t0, *full_writes += hm_chain_last_full_writes(c);
+    if (hm_chain_wait(c, 600ull * 1000000000ull)) die("chain wait");
+  }
+  hm_chain_destroy(c);
+  hm_queue_destroy(q);
+  return (double)total / r;
+}
+
+/* ---------------------------------------------------------------- callgrind */
+
+struct cg_result {
+  unsigned long long ir;
+  unsigned long long allocs;   /* calls to malloc, calloc, realloc, free */
+  unsigned long long syscalls; /* calls to the syscall wrappers */
+  char syscall_from[256];
+};
+
+/* Totals and call counts from a callgrind output file (collection was on only inside the
+ * function measured, so everything recorded happened within it). */
+static int parse_callgrind(const char *path, struct cg_result *r) {
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  memset(r, 0, sizeof *r);
+  static char names[65536][64];
+  char line[4096], cur_fn[64] = "", callee[64] = "";
+  while (fgets(line, sizeof line, f)) {
+    if (!strncmp(line, "summary:", 8) || !strncmp(line, "totals:", 7)) {
+      unsigned long long v = strtoull(strchr(line, ':') + 1, NULL, 10);
+      if (v > r->ir) r->ir = v;
+    } else if (!strncmp(line, "fn=", 3) || !strncmp(line, "cfn=", 4)) {
+      char *p = strchr(line, '=') + 1, *name = p;
+      long id = -1;
+      if (*p == '(') {
+        id = strtol(p + 1, &name, 10);
+        name = strchr(name, ')') + 1;
+        while (*name == ' ') name++;
+      }
+      name[strcspn(name, "\n")] = 0;
+      if (id >= 0 && id < 65536 && *name) snprintf(names[id], sizeof names[id], "%s", name);
+      const char *n = (id >= 0 && id < 65536) ? names[id] : name;
+      if (line[0] == 'f') snprintf(cur_fn, sizeof cur_fn, "%s", n);
+      else snprintf(callee, sizeof callee, "%s", n);
+    } else if (!strncmp(line, "calls=", 6) && callee[0]) {
+      unsigned long long n = strtoull(line + 6, NULL, 10);
+      if (!strcmp(callee, "malloc") || !strcmp(callee, "calloc") || !strcmp(callee, "realloc") ||
+          !strcmp(callee, "free"))
+        r->allocs += n;
+      if (strstr(callee, "syscall") || strstr(callee, "futex") || !strcmp(callee, "write") || !strcmp(callee, "read")) {
+        r->syscalls += n;
+        if (!strstr(r->syscall_from, cur_fn) && strlen(r->syscall_from) + strlen(cur_fn) + 3 < sizeof r->syscall_from)
+          strcat(strcat(r->syscall_from, r->syscall_from[0] ? ", " : ""), cur_fn);
+      }
+      callee[0] = 0;
+    }
+  }
+  fclose(f);
+  return r->ir ? 0 : -1;
+}
+
+/* Run this program's `host --inner WHAT N` under callgrind, collecting inside `fn` only. */
+static int callgrind(const char *self, const char *what, const char *fn, unsigned n, struct cg_result *r) {
+  char out[64], toggle[128], count[32];
+  snprintf(out, sizeof out, "/tmp/hsamono-callgrind.%d.%s", (int)getpid(), what);
+  snprintf(toggle, sizeof toggle, "--toggle-collect=%s", fn);
+  snprintf(count, sizeof count, "%u", n);
+  char outarg[96];
+  snprintf(outarg, sizeof outarg, "--callgrind-out-file=%s", out);
+  char *argv[] = {"valgrind", "--tool=callgrind", "--collect-atstart=no", toggle, outarg, "-q",
+                  (char *)self, "host", "--inner", (char *)what, count, NULL};
+  extern char **environ;
+  setenv("HSAMONO_BENCH_IN_CALLGRIND", "1", 1);
+  pid_t pid;
+  if (posix_spawnp(&pid, "valgrind", NULL, NULL, argv, environ) != 0) return -1;
+  int st;
+  waitpid(pid, &st, 0);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) return -1;
+  int rc = parse_callgrind(out, r);
+  unlink(out);
+  return rc;
+}
+
+int bench_host(int argc, char **argv) {
+  unsigned packets = 20000, replays = 2000;
+  int use_cg = 1;
+  if (argc >= 4 && !strcmp(argv[1], "--inner")) {
+    /* the measured run inside callgrind */
+    struct setup s;
+    setup(&s);
+    unsigned n = (unsigned)strtoul(argv[3], NULL, 10), full;
+    if (!strcmp(argv[2], "dispatch")) time_dispatch(&s, n);
+    else time_chain(&s, n, &full);
+    hm_runtime_close(s.rt);
+    return 0;
+  }
+  static const struct option opts[] = {{"packets", required_argument, 0, 'p'},
+                                       {"replays", required_argument, 0, 'r'},
+                                       {"no-callgrind", no_argument, 0, 'n'},
+                                       {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
+  int c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    if (c == 'p') packets = (unsigned)strtoul(optarg, NULL, 10);
+    else if (c == 'r') replays = (unsigned)strtoul(optarg, NULL, 10);
+    else if (c == 'n') use_cg = 0;
+    else {
+      printf("usage: hsa-mono-bench host [--packets N] [--replays N] [--no-callgrind]\n");
+      return c == 'h' ? 0 : 2;
+    }
+  }
+  if (packets == 0 || packets > 100000 || replays == 0) {
+    fprintf(stderr, "hsa-mono-bench host: --packets 1..100000, --replays >= 1\n");
+    return 2;
+  }
+  struct setup s;
+  setup(&s);
+  double ns_d = time_dispatch(&s, packets);
+  unsigned full = 0;
+  double ns_c = time_chain(&s, replays, &full);
+  printf("dispatch packet (hm_queue_dispatch, 1 packet, 1 doorbell): %8.1f ns   (%u packets)\n", ns_d, packets);
+  printf("chain replay (8 packets, headers only, 1 doorbell):       %8.1f ns = %.1f ns a packet   (%u replays, %u full rewrites)\n",
+         ns_c, ns_c / 8, replays, full);
+  hm_runtime_close(s.rt);
+  if (!use_cg) return 0;
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return 0;
+  self[n] = 0;
+  struct cg_result rd, rc;
+  unsigned cg_packets = 2000, cg_replays = 200;
+  if (callgrind(self, "dispatch", "hm_queue_dispatch", cg_packets, &rd) ||
+      callgrind(self, "chain", "hm_chain_replay", cg_replays, &rc)) {
+    printf("# callgrind not available (apt-get install valgrind): no instruction counts\n");
+    return 0;
+  }
+  printf("callgrind, dispatch packet: %7.0f instructions, %.2f allocations, %.2f system calls a packet%s%s%s\n",
+         (double)rd.ir / cg_packets, (double)rd.allocs / cg_packets, (double)rd.syscalls / cg_packets,
+         rd.syscalls ? " (from " : "", rd.syscall_from, rd.syscalls ? ")" : "");
+  printf("callgrind, chain replay:    %7.0f instructions (%.0f a packet), %.2f allocations, %.2f system calls a replay%s%s%s\n",
+         (double)rc.ir / cg_replays, (double)rc.ir / cg_replays / 8, (double)rc.allocs / cg_replays,
+         (double)rc.syscalls / cg_replays, rc.syscalls ? " (from " : "", rc.syscall_from, rc.syscalls ? ")" : "");
+  if (rd.syscalls || rc.syscalls)
+    printf("# sim_signal_changed is the software agent's doorbell (and signal) store: it wakes its sleeping\n"
+           "# packet processor with a futex. ROCr's doorbell is a store to the queue's doorbell page.\n");
+  return 0;
+}

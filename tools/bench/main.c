@@ -1,0 +1,54 @@
+/* tools/bench/main.c: hsa-mono-bench, the benchmark tool: one subcommand a part of the project;
+ * every figure says whether it was taken on a GPU or on the software agent. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+
+static const struct bench_cmd cmds[] = {
+    {"host", "host-side cost of a dispatch and of a replayed chain: ns and instructions", bench_host},
+    {"sim", "the software agent's speed: 256 CTAs x 512 work-items with 10 barriers", bench_sim},
+};
+
+uint64_t bench_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int bench_under_valgrind(void) {
+  const char *p = getenv("LD_PRELOAD");
+  return (p && strstr(p, "valgrind")) || getenv("HSAMONO_BENCH_IN_CALLGRIND") != NULL;
+}
+
+hm_runtime *bench_open(void) {
+  hm_runtime *rt;
+  if (hm_runtime_open(NULL, &rt) != HM_OK) {
+    fprintf(stderr, "hsa-mono-bench: %s\n", hm_errmsg());
+    exit(2);
+  }
+  if (hm_runtime_is_sim(rt))
+    printf("# on the SOFTWARE AGENT (%s): times are CPU times, not GPU times\n", hm_runtime_describe(rt));
+  else
+    printf("# on %s\n", hm_runtime_describe(rt));
+  return rt;
+}
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: hsa-mono-bench <command> [options]   (command --help for its options)\n\n");
+  for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++) fprintf(f, "  %-10s %s\n", cmds[i].name, cmds[i].summary);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
+    if (!strcmp(argv[1], cmds[i].name)) return cmds[i].main(argc - 1, argv + 1);
+  fprintf(stderr, "hsa-mono-bench: no command '%s'\n", argv[1]);
+  usage(stderr);
+  return 2;
+}
