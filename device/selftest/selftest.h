@@ -87,4 +87,11 @@ DEV_ARGS_CHECK(st_memory_args, 32);
 struct st_poll_args { u64 flag; u64 out; u64 ticks; };
 DEV_ARGS_CHECK(st_poll_args, 24);
 
+/* st_pair: CTA 1 raises `ready` and reads the 8-byte `slot` (system scope) until its high word is
+ * 1 (or 50 x ticks pass); CTA 0 stores (1, 1) there in one 8-byte system-scope store once ready is
+ * up, then keeps running `ticks` with no scheduling point. out[0] = high word seen, out[1] = the
+ * low word read with it (1 unless the pair tore). */
+struct st_pair_args { u64 slot; u64 ready; u64 out; u64 ticks; };
+DEV_ARGS_CHECK(st_pair_args, 32);
+
 #endif /* HM_SELFTEST_H */

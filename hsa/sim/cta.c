@@ -396,18 +396,23 @@ void sim_cta_run(struct sim_cta *c) {
     ready_push(i);
   }
   atomic_fetch_add(&d->progress, 1);
-  if (sim.cfg.chaos) {
-    /* Chaos start order is enforced, not left to thread timing: a CTA begins only after the one
-     * before it in the order has, and the first 16 begin 2 ms apart, so a CTA early in the order
-     * runs well before the later ones (a consumer placed first reads before its producer runs). */
+  /* Chaos start order is enforced, not left to thread timing (a loaded machine may stall any
+   * thread for milliseconds): a CTA begins only once the one before it in the order has run a
+   * while: until it finished, or every work-item is waiting, or each had several turns. So a
+   * consumer placed first really reads before its producer runs. */
+  bool holding_next = sim.cfg.chaos;
+  uint32_t turns = 0;
+  if (sim.cfg.chaos)
     while (atomic_load(&d->begun) < c->pos && !atomic_load(&d->abort)) nap_us(20);
-    if (c->pos > 0 && c->pos < 16) nap_us(2000 + (unsigned)(sim_rng(&c->rng) % 200));
-    atomic_fetch_add(&d->begun, 1);
-  }
   uint32_t backoff = 0;
   for (;;) {
     uint32_t i;
+    if (holding_next && (ready.n == 0 || c->live == 0 || c->aborted || turns >= 4 * c->size)) {
+      holding_next = false;
+      atomic_fetch_add(&d->begun, 1);
+    }
     if (ready_pop(c, &i)) {
+      turns++;
       struct sim_lane *l = &c->lanes[i];
       l->state = LANE_RUNNING;
       sim_cur = l;
@@ -453,6 +458,7 @@ void sim_cta_run(struct sim_cta *c) {
     }
     npolling = 0;
   }
+  if (holding_next) atomic_fetch_add(&d->begun, 1);
   /* the end of a CTA publishes everything it stored (the dispatch's release) */
   sim_mem_flush_all(c);
   atomic_fetch_add(&d->progress, 1);

@@ -2,7 +2,9 @@
  * makes a hand-off missing its fence, wait or flag fail here as it would on an MI300X / MI355X.
  *
  * With HSAMONO_SIM_WEAK=1 each CTA keeps:
- *  - pending stores, per 4-byte word. A plain or non-temporal store (and a device-scope store to
+ *  - pending stores, per 4-byte word, or per aligned 8-byte pair of words for an 8-byte store (an
+ *    aligned 64-bit access is single-copy atomic on the GPU: the value+tag hand-offs rely on it, so
+ *    its two words land together and an 8-byte load reads both at once). A plain or non-temporal store (and a device-scope store to
  *    another agent's memory) is "release" class: other CTAs see it only after this CTA executes a
  *    release (fence or release atomic) of agent scope, or system scope when the memory is not this
  *    agent's. A device-scope store to this agent's memory, and any system-scope store, is
@@ -105,44 +107,61 @@ static void hash_grow(struct sim_memview *m) {
   free(old);
 }
 
-/* The newest live pending entry for word w, or NULL. */
+/* The newest live pending entry holding word w, or NULL. */
 static struct sim_pending *pending_of(struct sim_memview *m, uintptr_t w) {
   if (!m->live) return NULL;
   struct sim_hslot *s = hash_find(m, w, false);
   if (!s || s->idx >= m->npend) return NULL;
   struct sim_pending *e = &m->pend[s->idx];
-  return e->live && e->addr == w ? e : NULL;
+  return e->live && (e->addr == w || (e->wide && e->addr + 4 == w)) ? e : NULL;
 }
 
+static uint32_t pend_word(const struct sim_pending *e, uintptr_t w) { return w == e->addr ? e->value : e->value_hi; }
+
 static void land(struct sim_memview *m, struct sim_pending *e) {
-  __atomic_store_n((uint32_t *)e->addr, e->value, __ATOMIC_RELAXED);
+  if (e->wide)
+    __atomic_store_n((uint64_t *)e->addr, (uint64_t)e->value_hi << 32 | e->value, __ATOMIC_RELAXED);
+  else
+    __atomic_store_n((uint32_t *)e->addr, e->value, __ATOMIC_RELAXED);
   e->live = 0;
   m->live--;
   if (e->cls == PEND_COMPLETE) m->live_complete--;
   if (m->live == 0) forget_pending(m);
 }
 
-static void pend_add(struct sim_memview *m, uintptr_t w, uint32_t value, uint8_t cls, uint8_t need_system) {
-  if ((m->hash_used + 1) * 2 > m->hash_cap) hash_grow(m);
-  struct sim_hslot *s = hash_find(m, w, true);
-  if (s->idx < m->npend) {
-    /* a newer store to the same word supersedes the older one: dropping it keeps the word's
-     * stores in program order whatever order entries land in */
-    struct sim_pending *old = &m->pend[s->idx];
-    if (old->live && old->addr == w) {
-      old->live = 0;
-      m->live--;
-      if (old->cls == PEND_COMPLETE) m->live_complete--;
-    }
+/* A newer store to word w supersedes the older entry holding it: dropping the word keeps the word's
+ * stores in program order whatever order entries land in. A wide entry keeps its other word (the
+ * newer store broke the pair, as a 4-byte store into a 64-bit location does on the GPU). */
+static void supersede(struct sim_memview *m, uintptr_t w) {
+  struct sim_pending *old = pending_of(m, w);
+  if (!old) return;
+  if (old->wide) {
+    old->wide = 0;
+    if (old->addr == w) old->addr = w + 4, old->value = old->value_hi;
+    return;
   }
+  old->live = 0;
+  m->live--;
+  if (old->cls == PEND_COMPLETE) m->live_complete--;
+}
+
+/* A pending store of word w (value), or with wide of the aligned pair w, w + 4 (value, hi). */
+static void pend_add(struct sim_memview *m, uintptr_t w, uint32_t value, uint32_t hi, bool wide, uint8_t cls,
+                     uint8_t need_system) {
+  if ((m->hash_used + 2) * 2 > m->hash_cap) hash_grow(m);
+  supersede(m, w);
+  if (wide) supersede(m, w + 4);
   if (m->npend == m->cap) {
     uint32_t cap = m->cap ? 2 * m->cap : 1024;
     struct sim_pending *n = realloc(m->pend, cap * sizeof *n);
     if (!n) abort();
     m->pend = n, m->cap = cap;
   }
-  s->idx = m->npend;
-  m->pend[m->npend++] = (struct sim_pending){.addr = w, .value = value, .cls = cls, .need_system = need_system, .live = 1};
+  uint32_t idx = m->npend++;
+  m->pend[idx] = (struct sim_pending){.addr = w, .value = value, .value_hi = hi, .cls = cls,
+                                      .need_system = need_system, .live = 1, .wide = wide};
+  hash_find(m, w, true)->idx = idx;
+  if (wide) hash_find(m, w + 4, true)->idx = idx;
   m->live++;
   if (cls == PEND_COMPLETE) m->live_complete++;
 }
@@ -187,9 +206,10 @@ static uint32_t cached_word(struct sim_memview *m, uintptr_t w) {
   uintptr_t tag = w & ~(uintptr_t)(SIM_LINE - 1);
   struct sim_line *line = &m->cache[(tag / SIM_LINE) % SIM_CACHE_LINES];
   if (line->tag != tag) {
-    /* fill from memory: the line is what this CTA will see until an acquire or an eviction */
-    for (uint32_t i = 0; i < SIM_LINE; i += 4)
-      __atomic_load((uint32_t *)(tag + i), (uint32_t *)(line->data + i), __ATOMIC_RELAXED);
+    /* fill from memory: the line is what this CTA will see until an acquire or an eviction;
+     * 8 bytes at a time, so an aligned 8-byte location is never torn */
+    for (uint32_t i = 0; i < SIM_LINE; i += 8)
+      __atomic_load((uint64_t *)(tag + i), (uint64_t *)(line->data + i), __ATOMIC_RELAXED);
     line->tag = tag;
   }
   uint32_t v;
@@ -211,18 +231,30 @@ static void invalidate(struct sim_memview *m) {
 
 void sim_mem_load(struct sim_cta *c, const void *p, void *out, uint32_t bytes, enum dev_cache_policy cp) {
   check_access(c, p, bytes);
+  bool pair = bytes == 8 && ((uintptr_t)p & 7) == 0; /* single-copy atomic on the GPU */
   if (!sim.cfg.weak) {
+    if (pair) {
+      uint64_t v = __atomic_load_n((const uint64_t *)p, __ATOMIC_RELAXED);
+      memcpy(out, &v, 8);
+      return;
+    }
     for (uint32_t i = 0; i < bytes; i += 4)
       __atomic_load((const uint32_t *)((const char *)p + i), (uint32_t *)((char *)out + i), __ATOMIC_RELAXED);
     return;
   }
   struct sim_memview *m = &c->mem;
   bool cached = cp == DEV_HOST_CP_PLAIN || cp == DEV_HOST_CP_NT;
+  if (pair && !cached && !pending_of(m, (uintptr_t)p) && !pending_of(m, (uintptr_t)p + 4)) {
+    uint64_t v = __atomic_load_n((const uint64_t *)p, __ATOMIC_RELAXED);
+    memcpy(out, &v, 8);
+    return;
+  }
+  /* (a cached pair reads both words from one line fill, which is 8-byte atomic) */
   for (uint32_t i = 0; i < bytes; i += 4) {
     uintptr_t w = (uintptr_t)p + i;
     struct sim_pending *e = pending_of(m, w);
     uint32_t v;
-    if (e) v = e->value; /* the CTA's own store, in program order */
+    if (e) v = pend_word(e, w); /* the CTA's own store, in program order */
     else if (cached) v = cached_word(m, w);
     else v = __atomic_load_n((const uint32_t *)w, __ATOMIC_RELAXED);
     memcpy((char *)out + i, &v, 4);
@@ -231,16 +263,31 @@ void sim_mem_load(struct sim_cta *c, const void *p, void *out, uint32_t bytes, e
 
 void sim_mem_store(struct sim_cta *c, void *p, const void *in, uint32_t bytes, enum dev_cache_policy cp) {
   bool remote = check_access(c, p, bytes);
+  bool pair = bytes == 8 && ((uintptr_t)p & 7) == 0; /* single-copy atomic on the GPU */
   if (!sim.cfg.weak) {
+    if (pair) {
+      uint64_t v;
+      memcpy(&v, in, 8);
+      __atomic_store_n((uint64_t *)p, v, __ATOMIC_RELAXED);
+      return;
+    }
     for (uint32_t i = 0; i < bytes; i += 4)
       __atomic_store((uint32_t *)((char *)p + i), (const uint32_t *)((const char *)in + i), __ATOMIC_RELAXED);
     return;
   }
   uint8_t cls = (cp == DEV_HOST_CP_SYS || (cp == DEV_HOST_CP_DEV && !remote)) ? PEND_COMPLETE : PEND_RELEASE;
+  if (pair) {
+    uint32_t v[2];
+    memcpy(v, in, 8);
+    pend_add(&c->mem, (uintptr_t)p, v[0], v[1], true, cls, remote);
+    cache_update(&c->mem, (uintptr_t)p, v[0]);
+    cache_update(&c->mem, (uintptr_t)p + 4, v[1]);
+    return;
+  }
   for (uint32_t i = 0; i < bytes; i += 4) {
     uint32_t v;
     memcpy(&v, (const char *)in + i, 4);
-    pend_add(&c->mem, (uintptr_t)p + i, v, cls, remote);
+    pend_add(&c->mem, (uintptr_t)p + i, v, 0, false, cls, remote);
     cache_update(&c->mem, (uintptr_t)p + i, v);
   }
 }

@@ -193,11 +193,13 @@ struct sim_wave_xchg {
 
 /* The weak-visibility model's state of one CTA (see memmodel.c). */
 struct sim_pending {
-  uintptr_t addr;             /* 4-byte aligned word */
+  uintptr_t addr;             /* 4-byte aligned word (8-byte aligned when wide) */
   uint32_t value;
+  uint32_t value_hi;          /* the word at addr + 4 of a wide entry */
   uint8_t cls;                /* PEND_RELEASE or PEND_COMPLETE */
   uint8_t need_system;        /* target memory needs a system-scope release */
   uint8_t live;
+  uint8_t wide;               /* an aligned 8-byte store: both words land together (single-copy atomic) */
 };
 struct sim_line {
   uintptr_t tag;              /* line address, 0 = empty */

@@ -527,6 +527,33 @@ START_TEST(weak_visibility_off_hides_it) {
 }
 END_TEST
 
+/* An aligned 8-byte store is single-copy atomic on the GPU, and the value+tag hand-offs (the peer
+ * all-reduce's pushes) rely on it: the reader must never see the tag without its value, even while
+ * the writer's CTA runs on with no scheduling point right after the store. */
+START_TEST(eight_byte_stores_land_whole) {
+  setenv("HSAMONO_SIM_CUS", "4", 1);
+  unsetenv("HSAMONO_SIM_CHAOS");
+  const char *weak[] = {"1", "0"};
+  for (int w = 0; w < 2; w++) {
+    setenv("HSAMONO_SIM_WEAK", weak[w], 1);
+    hm_runtime *rt;
+    ck_assert_int_eq(hm_runtime_open("sim", &rt), HM_OK);
+    hm_agent *a = hm_agent_get(rt, 0);
+    hm_queue *q;
+    ck_assert_int_eq(hm_queue_create(a, 64, &q), HM_OK);
+    uint64_t *slot;
+    ck_assert_int_eq(hm_mem_alloc(a, HM_POOL_UNCACHED, 64, 0, (void **)&slot), HM_OK);
+    ck_assert_int_eq(hm_mem_fill(rt, slot, 0, 16), HM_OK);
+    uint32_t *ready = t_host(a, 64), *out = t_host(a, 64);
+    struct st_pair_args args = {.slot = (uint64_t)(uintptr_t)slot, .ready = (uint64_t)(uintptr_t)ready,
+                                .out = (uint64_t)(uintptr_t)out, .ticks = 5000000ull /* 50 ms */};
+    t_run(q, t_kernel(t_program(a), "st_pair"), 2, &args, sizeof args);
+    ck_assert_msg(out[0] == 1 && out[1] == 1, "weak=%s: read (value %u, tag %u)", weak[w], out[1], out[0]);
+    hm_runtime_close(rt);
+  }
+}
+END_TEST
+
 /* A consumer that forgets to wait for the flag reads before the producer wrote under chaos, for
  * every seed that starts the consumer first (known in advance: the order is a function of the
  * seed); with the wait it is right under every seed. */
@@ -580,7 +607,7 @@ START_TEST(chaos_is_reproducible) {
   uint32_t *counter = t_host(ag, 64), *ticket = t_host(ag, 64 * 4);
   struct st_count_args args = {.counter = (uint64_t)(uintptr_t)counter, .ticket = (uint64_t)(uintptr_t)ticket};
   t_run(q, t_kernel(t_program(ag), "st_count"), 16, &args, sizeof args);
-  /* CTAs start 2 ms apart in the seed's order: the first ones take the first tickets */
+  /* each CTA starts only once the one before it in the order has run: tickets follow the order */
   ck_assert_uint_eq(ticket[a[0]], 0);
   ck_assert_uint_eq(ticket[a[1]], 1);
   hm_runtime_close(rt);
@@ -601,6 +628,7 @@ Suite *hm_test_suite(void) {
   tcase_add_test(tc, lds_from_group_segment);
   tcase_add_test(tc, weak_visibility_needs_the_fence);
   tcase_add_test(tc, weak_visibility_off_hides_it);
+  tcase_add_test(tc, eight_byte_stores_land_whole);
   tcase_add_test(tc, chaos_catches_a_missing_wait);
   tcase_add_test(tc, chaos_is_reproducible);
   suite_add_tcase(s, tc);
