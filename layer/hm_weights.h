@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "hm_config.h"
+#include "layouts.h"
 #include "hm_status.h"
 #include "hm_tensor.h"
 
@@ -116,23 +117,8 @@ const hm_tensor *hm_weights_get(const hm_layer_weights *w, const char *name);
 
 /* ---------------------------------------------------------------- layouts (spec/mono.md §4.2) */
 
-/* Row of the gate/up-interleaved w13 ("GUGU", 16-row groups) for intermediate column i. */
-static inline uint32_t hm_w13_row(uint32_t i, bool up) {
-  return 32u * (i / 16u) + (up ? 16u : 0u) + i % 16u;
-}
-/* Byte offset, inside one expert's matrix of K columns, of the packed pair holding (row r,
- * k & ~1) under aiter's (16,16) shuffle: per 16-row group and 128-K step 1 KB; lane l's 16 B =
- * row l%16, K 32*(l/16)..+31 of the step. */
-static inline uint64_t hm_fp4_shuffle_offset(uint32_t K, uint32_t r, uint32_t k) {
-  uint32_t step = k / 128u, kk = k % 128u, lane = (kk / 32u) * 16u + r % 16u;
-  return (uint64_t)(r / 16u) * (8u * (uint64_t)K) + step * 1024u + lane * 16u + (kk % 32u) / 2u;
-}
-/* Index of the E8M0 code of (row R, K-block C) in aiter's shuffle_scale order for a matrix with
- * `cols` scale columns (a multiple of 8; rows a multiple of 32). */
-static inline uint64_t hm_scale_shuffle_index(uint32_t R, uint32_t C, uint32_t cols) {
-  return (((((uint64_t)(R / 32u) * (cols / 8u) + C / 8u) * 4u + C % 4u) * 16u + R % 16u) * 2u +
-          (C / 4u) % 2u) * 2u + (R / 16u) % 2u;
-}
+/* hm_w13_row, hm_fp4_shuffle_offset, hm_scale_shuffle_index: device/layouts.h, shared with the
+ * kernels that read these layouts. */
 
 /* ---------------------------------------------------------------- decoders for the reference */
 
