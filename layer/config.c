@@ -166,13 +166,13 @@ hm_status hm_config_check(const hm_layer_config *c) {
   NEED(c->head_dim == HM_HEAD_DIM && c->nope_dim == HM_NOPE_DIM && c->rope_dim == HM_ROPE_DIM,
        "head dims %u/%u/%u: the record and the kernels take 512 = 448 + 64", c->head_dim, c->nope_dim,
        c->rope_dim);
-  NEED(c->heads % (HM_HEADS_PER_GROUP * HM_MAX_TP) == 0 && c->heads == c->o_groups * HM_HEADS_PER_GROUP,
+  NEED(c->heads % (HM_HEADS_PER_GROUP * HM_LAYER_MAX_TP) == 0 && c->heads == c->o_groups * HM_HEADS_PER_GROUP,
        "%u heads in %u groups: need 8 heads a group and whole groups at TP4", c->heads, c->o_groups);
   NEED(c->q_lora % 128 == 0 && c->q_lora > 0, "q_lora %u: not a multiple of 128", c->q_lora);
   NEED(c->o_lora % 32 == 0 && c->o_lora > 0, "o_lora %u: not a multiple of 32", c->o_lora);
-  NEED(c->moe_inter % (32 * HM_MAX_TP) == 0 && c->moe_inter > 0,
+  NEED(c->moe_inter % (32 * HM_LAYER_MAX_TP) == 0 && c->moe_inter > 0,
        "moe_inter %u: a TP4 rank's share is not whole 32-column groups", c->moe_inter);
-  NEED(c->shared_inter % (32 * HM_MAX_TP) == 0 && c->shared_inter > 0,
+  NEED(c->shared_inter % (32 * HM_LAYER_MAX_TP) == 0 && c->shared_inter > 0,
        "shared_inter %u: a TP4 rank's share is not whole 32-row blocks", c->shared_inter);
   NEED(c->experts >= c->topk && c->topk >= 1 && c->experts <= 1024 && c->topk <= 16,
        "experts %u top-%u", c->experts, c->topk);

@@ -26,7 +26,7 @@ extern "C" {
 #define HM_KEYS 640           /* key-table row width */
 #define HM_MAX_ROWS 48        /* rows a step (gfx950) */
 #define HM_MAX_ROWS_GFX942 42
-#define HM_MAX_TP 4
+#define HM_LAYER_MAX_TP 4
 #define HM_MAX_LAYERS 43      /* 40 backbone + 3 DSpark draft layers */
 
 /* What a layer does beyond the standard whole layer, from the schedule (spec/mono.md §1.3). */

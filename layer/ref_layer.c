@@ -214,7 +214,7 @@ static hm_status step(const hm_layer_weights *w, uint32_t tp, const hm_step_inpu
 
   /* ---- per rank: wq_b, attention, wo_a, wo_b */
   const uint32_t ck = hm_attn_chunk_keys(tp, S, false), nch = HM_KEYS / ck;
-  float *parts[HM_MAX_TP];
+  float *parts[HM_LAYER_MAX_TP];
   char n[64];
   for (uint32_t r = 0; r < tp; r++) {
     const hm_rank_dims *d = &w[r].dims;
@@ -251,7 +251,7 @@ fail:
 
 hm_status hm_ref_layer_step(const hm_layer_weights *w, uint32_t tp, const hm_step_inputs *in, hm_select_fn select,
                             void *select_ctx, hm_tensor_set *trace) {
-  if (!w || !in || !trace || tp < 1 || tp > HM_MAX_TP) return hm_fail(HM_ERR_INVALID_ARG, "hm_ref_layer_step: bad argument");
+  if (!w || !in || !trace || tp < 1 || tp > HM_LAYER_MAX_TP) return hm_fail(HM_ERR_INVALID_ARG, "hm_ref_layer_step: bad argument");
   uint32_t n0 = trace->count;
   hm_status st = step(w, tp, in, select, select_ctx, trace);
   if (st != HM_OK) hm_tset_truncate(trace, n0);

@@ -274,7 +274,7 @@ void hm_ref_moe_combine(uint32_t S, uint32_t D, uint32_t k, const float *contrib
 /* ---------------------------------------------------------------- whole MoE / FFN launch */
 
 static hm_status check_group(const hm_layer_weights *w, uint32_t tp, uint32_t S) {
-  if (!w || tp < 1 || tp > HM_MAX_TP) return hm_fail(HM_ERR_INVALID_ARG, "reference: %u ranks", tp);
+  if (!w || tp < 1 || tp > HM_LAYER_MAX_TP) return hm_fail(HM_ERR_INVALID_ARG, "reference: %u ranks", tp);
   if (S < 1 || S > HM_TBLOCK / 4) return hm_fail(HM_ERR_INVALID_ARG, "reference: %u rows (1..%d)", S, HM_TBLOCK / 4);
   for (uint32_t r = 0; r < tp; r++) {
     if (w[r].rank != r || w[r].dims.tp != tp)
@@ -301,7 +301,7 @@ static hm_status moe(const hm_layer_weights *w, uint32_t tp, uint32_t S, const f
   char n[64];
   /* xq (§2.4): rule A for the routed experts, rule V for the shared expert */
   uint8_t *x8r, *x8rs, *x8, *x8s;
-  float *logits, *scores, *rw, *parts[HM_MAX_TP], *out;
+  float *logits, *scores, *rw, *parts[HM_LAYER_MAX_TP], *out;
   int32_t *ids;
   TRY(x8r = hm_trace_u8(trace, "moe.x8r", HM_DT_E4M3, S, D, 0));
   TRY(x8rs = hm_trace_u8(trace, "moe.x8r_s", HM_DT_E8M0, S, D / 32, 0));

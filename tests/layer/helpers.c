@@ -63,7 +63,7 @@ void tl_ffn_inputs_make(const hm_layer_config *cfg, uint32_t S, uint32_t tp, uin
 
 void tl_ffn_inputs_free(tl_ffn_inputs *in) {
   free(in->a), free(in->res), free(in->post), free(in->comb), free(in->pre);
-  for (uint32_t r = 0; r < HM_MAX_TP; r++) free(in->parts[r]);
+  for (uint32_t r = 0; r < HM_LAYER_MAX_TP; r++) free(in->parts[r]);
   memset(in, 0, sizeof *in);
 }
 

@@ -20,7 +20,7 @@ void tl_free_group(hm_layer_weights *w, uint32_t tp);
  * made by the gate from random mixes (so post in (0,2), comb doubly stochastic). */
 typedef struct tl_ffn_inputs {
   uint32_t S, D, tp;
-  float *a, *parts[HM_MAX_TP], *res, *post, *comb, *pre;
+  float *a, *parts[HM_LAYER_MAX_TP], *res, *post, *comb, *pre;
 } tl_ffn_inputs;
 void tl_ffn_inputs_make(const hm_layer_config *cfg, uint32_t S, uint32_t tp, uint64_t seed, tl_ffn_inputs *in);
 void tl_ffn_inputs_free(tl_ffn_inputs *in);

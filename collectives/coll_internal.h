@@ -1,0 +1,41 @@
+/* collectives/coll_internal.h: what the collectives module's files share: the heap's structure,
+ * clocks and deadlines, and the decoding of a status code into one line. */
+#ifndef HM_COLL_INTERNAL_H
+#define HM_COLL_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "hm_collectives.h"
+
+struct hm_heap {
+  hm_runtime *rt;
+  hm_agent *a;
+  unsigned rank, tp;
+  size_t half_bytes, arena_bytes;
+  uint8_t *arena;                 /* this rank's arena */
+  uint8_t *peer[HM_MAX_TP];       /* every rank's arena as mapped here (peer[rank] == arena) */
+  uint32_t *stage;                /* host-visible scratch for the copy engine (a page) */
+  size_t reserved;                /* bytes of each half handed out by hm_heap_reserve */
+  pthread_mutex_t lock;
+  unsigned users;                 /* hm_allreduce objects on this heap */
+};
+
+static inline uint64_t hm_coll_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ns left until deadline (0 once past it) */
+static inline uint64_t hm_coll_left(uint64_t deadline) {
+  uint64_t now = hm_coll_now_ns();
+  return now < deadline ? deadline - now : 0;
+}
+
+/* One line for a status / abort code (device/kernels/ar_args.h), as seen by rank `rank`. */
+void hm_coll_describe(uint32_t code, char *buf, size_t cap);
+
+#endif /* HM_COLL_INTERNAL_H */

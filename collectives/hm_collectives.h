@@ -1,0 +1,138 @@
+/* collectives/hm_collectives.h: the host side of the peer-memory all-reduce (DESIGN §5): rank
+ * bootstrap, the symmetric IPC heap every rank maps, and a standalone all-reduce launch (hm_allreduce). */
+#ifndef HM_COLLECTIVES_H
+#define HM_COLLECTIVES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hm_hsa.h"
+#include "hm_status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define HM_MAX_TP 8
+
+/* ---------------------------------------------------------------- bootstrap
+ *
+ * Setting up a heap needs one thing from the group: an all-gather. Each of the tp ranks passes
+ * `bytes` of its own and receives all tp contributions in rank order (`all`, tp * bytes), or an
+ * error naming the rank that failed, left or never arrived, within timeout_ns. Every rank makes
+ * the same sequence of calls with the same `bytes`. Three built-ins fill this struct; a serving
+ * stack may fill it with its own (say, over its CPU process group). */
+typedef struct hm_bootstrap {
+  hm_status (*allgather)(void *ctx, unsigned rank, unsigned tp, const void *mine, size_t bytes, void *all,
+                         uint64_t timeout_ns);
+  void (*release)(void *ctx); /* frees ctx (hm_bootstrap_release); may be NULL */
+  void *ctx;
+} hm_bootstrap;
+
+/* Threads of one process, one an agent: the group is shared by the tp threads (create it before
+ * starting them, destroy it after they have all returned from hm_heap_create). */
+typedef struct hm_boot_group hm_boot_group;
+hm_status hm_boot_group_create(unsigned tp, hm_boot_group **out);
+void hm_boot_group_destroy(hm_boot_group *g);
+hm_status hm_bootstrap_threads(hm_boot_group *g, hm_bootstrap *out);
+
+/* Processes of one node: a rendezvous on the Unix-domain socket `path` (at most 107 bytes). Rank 0
+ * creates the socket there, readable and writable by its owner only, and removes it once every
+ * rank has connected; the others connect to it (retrying until the timeout) and must run as the
+ * same user. A stale socket left at `path` by a dead rendezvous is replaced; anything else there
+ * is an error. Release the bootstrap (closing its connections) after hm_heap_create. */
+hm_status hm_bootstrap_unix(const char *path, hm_bootstrap *out);
+
+/* A serving stack's own all-gather (say, over its CPU process group): fn must meet the contract
+ * above (same calls on every rank, an error naming the culprit within timeout_ns). */
+hm_status hm_bootstrap_allgather(hm_status (*fn)(void *ctx, unsigned rank, unsigned tp, const void *mine,
+                                                 size_t bytes, void *all, uint64_t timeout_ns),
+                                 void *ctx, hm_bootstrap *out);
+
+/* Calls b->release once and clears b (a NULL release or b is fine). */
+void hm_bootstrap_release(hm_bootstrap *b);
+
+/* ---------------------------------------------------------------- the symmetric heap
+ *
+ * Each rank allocates one arena of uncached (extended fine-grained) memory on its agent, exports
+ * it, and attaches every peer's (IPC handles, also between threads of one process, so a rank's
+ * teardown never unmaps memory a peer may still write into). The arena holds a control page (the
+ * rank's abort word, the table of every rank's arena as this rank maps it) and two equal halves,
+ * selected by the epoch's parity (device/kernels/ar_args.h has the layout). */
+typedef struct hm_heap hm_heap;
+typedef struct hm_heap_config {
+  unsigned rank, tp;   /* this rank, and the group's size (1 .. HM_MAX_TP) */
+  size_t half_bytes;   /* bytes of a half; 0: room for one all-reduce of 48 x 5120 bf16 at tp */
+  uint64_t timeout_ns; /* the whole set-up's bound (0: 30 s) */
+} hm_heap_config;
+
+/* Collective: every rank calls it with the same tp and half_bytes. Fails on every rank (with the
+ * same reason where one rank's failure causes it) if any rank fails, leaves or does not arrive
+ * within the timeout, naming that rank; nothing stays allocated then. */
+hm_status hm_heap_create(hm_agent *a, const hm_heap_config *cfg, const hm_bootstrap *boot, hm_heap **out);
+/* Not collective: ranks tear down in any order, whatever state their peers are in. Refused while
+ * an all-reduce (hm_ar) still uses the heap. */
+hm_status hm_heap_destroy(hm_heap *h);
+
+unsigned hm_heap_rank(const hm_heap *h);
+unsigned hm_heap_tp(const hm_heap *h);
+hm_agent *hm_heap_agent(const hm_heap *h);
+size_t hm_heap_half_bytes(const hm_heap *h);
+/* Bytes of the inboxes an all-reduce of rows x width bf16 needs in each half. */
+size_t hm_allreduce_region_bytes(unsigned tp, uint32_t rows, uint32_t width);
+
+/* A region of `bytes` in each half, never handed out before (so its memory is zero: a region
+ * is never reused, since its tags would start over), at *offset (8-byte aligned). Every rank must
+ * reserve the same sizes in the same order: offsets are not exchanged. */
+hm_status hm_heap_reserve(hm_heap *h, size_t bytes, size_t *offset);
+
+/* What a kernel needs to run the device protocol (device/ar.h): fills a struct ar_link
+ * (device/kernels/ar_args.h) with the arena table, `status` (a u32 in memory the host can read,
+ * where the launch reports failures) and the bound on a launch's waits on peers. */
+struct ar_link;
+hm_status hm_heap_link(const hm_heap *h, uint32_t *status, uint64_t timeout_ns, struct ar_link *out);
+
+/* HM_OK while no rank has given up; else HM_ERR_PEER with the cause (the rank that was waited for
+ * in vain, or whose host stopped the group). A failed group stays failed: tear it down. */
+hm_status hm_heap_check(hm_heap *h);
+/* Stop the group: every rank's waits on peers end at their next poll, as if a peer had timed out
+ * (HM_ERR_PEER naming this rank). For a host that learns of a peer's death before its kernels do. */
+hm_status hm_heap_abort(hm_heap *h);
+
+/* ---------------------------------------------------------------- the standalone all-reduce
+ *
+ * bf16 in, bf16 out: out[r][c] = bf16(sum over ranks in rank order of f32(in_rank[r][c])), the
+ * same bits on every rank. One launch a step (device/kernels/ar_allreduce.cl) on a queue of the
+ * heap's agent; every rank must make the same calls with the same rows. The launch never hangs:
+ * a peer that does not push within timeout_ns ends it with an error (hm_ar_status). */
+typedef struct hm_ar hm_ar;
+typedef struct hm_ar_config {
+  uint32_t width;      /* bf16 values a row: even, >= 2 (5120 for DeepSeek-V4.1) */
+  uint32_t max_rows;   /* the most rows a call (its inboxes are reserved in the heap) */
+  uint32_t max_ctas;   /* CTAs a launch at most (0: 64), capped by what the agent holds at once */
+  uint64_t timeout_ns; /* how long a launch waits for its peers' pushes (0: 10 s) */
+} hm_ar_config;
+
+/* Collective in effect (every rank reserves the same region). Loads the kernel on the heap's agent. */
+hm_status hm_ar_create(hm_heap *h, const hm_ar_config *cfg, hm_ar **out);
+/* Enqueue one step on q (a queue of the heap's agent), ordered after q's earlier packets; returns
+ * at once. Every step of one hm_ar goes to the same queue (steps share the device's epoch and must
+ * run one after another), and recorded steps (hm_ar_record) must be ordered with them too. in and
+ * out: device-visible bf16 [rows][width], 4-byte aligned; out may be in. Refused (HM_ERR_PEER,
+ * nothing enqueued) once the group has failed. One thread at a time per hm_ar. */
+hm_status hm_allreduce(hm_ar *ar, hm_queue *q, const void *in, void *out, uint32_t rows);
+/* The same step added to a recorded chain of the heap's agent (hm_chain_*): a replay runs it again
+ * with the same addresses; the epoch on the device gives every replay its own tags. */
+hm_status hm_ar_record(hm_ar *ar, hm_chain *c, const void *in, void *out, uint32_t rows);
+/* Wait until every step enqueued by hm_allreduce has completed; then hm_ar_status. */
+hm_status hm_ar_wait(hm_ar *ar, uint64_t timeout_ns);
+/* HM_OK, or HM_ERR_PEER with what the launches reported (which rank was waited for in vain). */
+hm_status hm_ar_status(const hm_ar *ar);
+/* Waits for the steps hm_allreduce enqueued (each ends within its bound); replays of recorded
+ * steps are the caller's to have finished (hm_chain_wait) first. */
+void hm_ar_destroy(hm_ar *ar);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HM_COLLECTIVES_H */

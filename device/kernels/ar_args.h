@@ -1,0 +1,84 @@
+/* device/kernels/ar_args.h: what the peer all-reduce's device side and its host side share: the
+ * symmetric arena's layout, the status / abort word's encoding, a kernel's link to the heap, the standalone launch. */
+#ifndef HM_AR_ARGS_H
+#define HM_AR_ARGS_H
+
+#include "../dev_types.h"
+
+/* ---------------------------------------------------------------- the arena (DESIGN §5, mono.md §3.7)
+ *
+ * Every rank owns one arena of uncached (extended fine-grained) memory and maps every peer's:
+ *   [0, AR_CTRL_BYTES)                        control page
+ *     AR_ABORT_OFF   u32: the owner's abort word: 0 while healthy, else a status code (below),
+ *                    written by whichever rank gave up first; every poll on a peer watches it
+ *     AR_PEERS_OFF   u64 [AR_MAX_TP]: the arena table: every rank's arena as the owner maps it,
+ *                    its own included (ar_link.peers points here, in the owner's own arena)
+ *   [AR_CTRL_BYTES, + half)                   half 0: inboxes of even epochs
+ *   [AR_CTRL_BYTES + half, + 2 half)          half 1: inboxes of odd epochs
+ * A region is a byte range at the same offset in both halves of every arena (hm_heap_reserve). An
+ * all-reduce of S rows of P bf16 pairs uses tp * S * P slots of 8 bytes: the pair from source rank
+ * `src` for flat pair index f = t * P + p lives at slot (src * S + t) * P + p = src * S * P + f
+ * (spec/mono.md §3.7), as (value, tag): the bf16 pair in the low word, the tag in the high word. */
+#define AR_MAX_TP 8u
+#define AR_CTRL_BYTES 4096u
+#define AR_ABORT_OFF 0u
+#define AR_PEERS_OFF 128u
+#define AR_SLOT_BYTES 8u
+
+/* ---------------------------------------------------------------- status and abort words
+ *
+ * One u32 encoding for a rank's abort word and for a launch's sticky status word (host-visible):
+ * 0 = healthy, else (code, peer + 1, where). A rank whose wait on peer q times out writes
+ * AR_STATUS(AR_ERR_TIMEOUT, q + 1, where) into its own abort word, its status word and every
+ * peer's abort word; a rank that finds its abort word set copies that code into its status. Each
+ * word keeps its first code (compare-and-swap from 0), so every rank reports the root cause —
+ * which rank was waited for in vain, at which site — not the echo. */
+#define AR_ERR_TIMEOUT 1u /* a wait on `peer` passed its deadline */
+#define AR_ERR_ABORTED 2u /* the host of rank `peer` stopped the group (hm_heap_abort) */
+#define AR_ERR_ARGS 3u    /* arguments out of range: the standalone launch's, or an ar_reduce batch */
+#define AR_STATUS(code, peer1, where) ((u32)(code) | (u32)(peer1) << 8 | (u32)(where) << 16)
+#define AR_STATUS_CODE(s) ((s) & 0xffu)
+#define AR_STATUS_PEER1(s) (((s) >> 8) & 0xffu) /* the rank concerned, plus 1 (0: none) */
+#define AR_STATUS_WHERE(s) ((s) >> 16)          /* the caller's site number */
+#define AR_WHERE_HOST 0xffffu                   /* set by a host, not by a kernel's wait */
+
+/* Results of the device calls (device/ar.h): AR_OK, AR_ERR_TIMEOUT (this work-item's wait passed
+ * the deadline; the abort words are now set), AR_ERR_ABORTED (its abort word was set) or
+ * AR_ERR_ARGS (a batch out of range; the group is stopped). */
+#define AR_OK 0u
+
+/* ---------------------------------------------------------------- a kernel's link to the heap */
+
+/* Part of the arguments of any kernel that runs the protocol (48 bytes): hm_heap_link fills it. */
+struct ar_link {
+  u64 peers;          /* u64 [tp]: the arena table (this rank's arena + AR_PEERS_OFF) */
+  u64 status;         /* u32: the launch's sticky status word (host-visible; 0 = fine) */
+  u64 half_bytes;     /* bytes of one parity half */
+  u64 deadline_ticks; /* bound of a launch's waits on peers, in DEV_REALTIME_HZ ticks */
+  u32 rank, tp;
+  u32 pad[2];
+};
+DEV_ARGS_CHECK(ar_link, 48);
+
+/* ---------------------------------------------------------------- the standalone launch */
+
+/* ar_allreduce (device/kernels/ar_allreduce.cl): one all-reduce step a launch. Each CTA reads the
+ * epoch e of the all-reduce's own epoch buffer (device/epoch.h; tag 2e + 2, half e & 1), pushes its
+ * share of this rank's `in` to every rank, reduces the same share of its own inbox into `out`, and
+ * CTA 0 advances the epoch once every CTA has read it. */
+#define AR_CTA 256u /* work-items a CTA */
+#define AR_WHERE_STANDALONE 1u
+struct ar_allreduce_args {
+  struct ar_link link; /* the heap, the status word, the wait bound */
+  u64 epoch;           /* u32 [DEV_EPOCH_WORDS]: this all-reduce's epoch buffer */
+  u64 in;              /* bf16 [rows][2 * pairs]: this rank's contribution */
+  u64 out;             /* bf16 [rows][2 * pairs]: the sum (may be `in`) */
+  u64 region;          /* byte offset of the inboxes in a half */
+  u32 rows;            /* S */
+  u32 pairs;           /* P: bf16 pairs a row */
+  u32 batch;           /* pairs a work-item reduces a poll round (1 .. AR_MAX_BATCH) */
+  u32 pad;
+};
+DEV_ARGS_CHECK(ar_allreduce_args, 96);
+
+#endif /* HM_AR_ARGS_H */

@@ -1,0 +1,457 @@
+/* tests/collectives/test_allreduce.c: the peer all-reduce on the software agent: bitwise equality
+ * with the CPU rank-order sum on every rank at TP 2, 4, 8, in threads and in processes; 10,000
+ * back-to-back steps; a recorded chain replayed; a stalled or killed rank turns into an error. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+
+#include "coll_helpers.h"
+#include "epoch.h"
+#include "kernels/ar_args.h"
+
+static hm_runtime *open_rt(void) {
+  hm_runtime *rt = NULL;
+  ck_assert_msg(hm_runtime_open(NULL, &rt) == HM_OK, "%s", hm_errmsg());
+  return rt;
+}
+
+static void expect_all_ok(struct t_rank *runs, unsigned tp, unsigned failed) {
+  for (unsigned r = 0; r < tp; r++) ck_assert_msg(runs[r].st == HM_OK, "%s", runs[r].err);
+  ck_assert_uint_eq(failed, 0);
+}
+
+/* ---------------------------------------------------------------- threads of one process */
+
+/* Every size from 1 x 5120 to 48 x 5120 at each TP, the rows changing from step to step (the
+ * inboxes are laid out by each step's rows, nothing cleared in between); every rank's every output
+ * equals the CPU's rank-order sum bit for bit (so the ranks agree with each other too). */
+static void sizes_at(unsigned tp, const uint32_t *rows, unsigned nrows) {
+  hm_runtime *rt = open_rt();
+  /* a generous bound: 8 ranks' 48-row steps share two cores here (a bound that passes is no claim
+   * about speed; the deadline tests below use short ones) */
+  struct t_rank proto = {.width = 5120, .max_rows = 48, .rows = rows, .nrows = nrows, .steps = nrows,
+                         .keep_outputs = true, .timeout_ns = 200000000000ull};
+  struct t_rank runs[HM_MAX_TP];
+  expect_all_ok(runs, tp, t_run_threads(rt, tp, &proto, runs));
+  /* and, explicitly, the ranks' last outputs are the same bytes */
+  size_t n = (size_t)rows[nrows - 1] * 5120;
+  for (unsigned r = 1; r < tp; r++) ck_assert_int_eq(memcmp(runs[0].out, runs[r].out, 2 * n), 0);
+  hm_runtime_close(rt);
+}
+
+START_TEST(tp2_sizes) {
+  static const uint32_t rows[] = {1, 48, 2, 17, 48, 1, 5};
+  sizes_at(2, rows, 7);
+}
+END_TEST
+
+START_TEST(tp4_sizes) {
+  static const uint32_t rows[] = {1, 48, 3, 13};
+  sizes_at(4, rows, 4);
+}
+END_TEST
+
+START_TEST(tp8_sizes) {
+  static const uint32_t rows[] = {1, 48, 6};
+  uint64_t t0 = t_now_ns();
+  sizes_at(8, rows, 3);
+  fprintf(stderr, "tp8 sizes: %.1f s\n", (t_now_ns() - t0) / 1e9);
+}
+END_TEST
+
+/* 10,000 steps enqueued back to back (no host wait between them), every one with its own inputs
+ * and outputs and checked; nothing is cleared between steps, the halves alternate 5,000 times
+ * each, and a stale pair from two steps back (other values, another tag) would show. */
+START_TEST(ten_thousand_steps) {
+  hm_runtime *rt = open_rt();
+  static const uint32_t rows[] = {1};
+  struct t_rank proto = {.width = 64, .max_rows = 1, .rows = rows, .nrows = 1, .steps = 10000};
+  struct t_rank runs[HM_MAX_TP];
+  expect_all_ok(runs, 2, t_run_threads(rt, 2, &proto, runs));
+  fprintf(stderr, "10,000 steps at TP2: %.1f s on the software agent\n", runs[0].took_ns / 1e9);
+  hm_runtime_close(rt);
+}
+END_TEST
+
+/* A recorded chain of three steps (fixed addresses) replayed 200 times per rank, with new inputs
+ * written between replays: the epoch on the device gives each replay its tags and half. */
+struct chain_rank {
+  hm_runtime *rt;
+  unsigned rank, tp;
+  hm_bootstrap boot;
+  hm_status st;
+  char err[512];
+};
+
+static void *chain_main(void *p) {
+  struct chain_rank *c = p;
+  const uint32_t width = 640, rows = 3, replays = 200;
+  size_t n = (size_t)width * rows;
+  hm_agent *a = hm_agent_get(c->rt, c->rank);
+  hm_queue *q = NULL;
+  hm_heap *h = NULL;
+  hm_ar *ar = NULL;
+  hm_chain *ch = NULL;
+  uint16_t *buf = NULL;
+  hm_heap_config hc = {.rank = c->rank, .tp = c->tp, .half_bytes = hm_allreduce_region_bytes(c->tp, rows, width)};
+  hm_ar_config ac = {.width = width, .max_rows = rows, .max_ctas = 2};
+  hm_status s;
+  if ((s = hm_queue_create(a, 64, &q)) || (s = hm_heap_create(a, &hc, &c->boot, &h)) ||
+      (s = hm_ar_create(h, &ac, &ar)) || (s = hm_chain_create(q, &ch)) ||
+      (s = hm_mem_alloc(a, HM_POOL_HOST, 6 * n * 2, 0, (void **)&buf))) {
+    snprintf(c->err, sizeof c->err, "rank %u set-up: %s", c->rank, hm_errmsg());
+    c->st = s;
+    goto out;
+  }
+  /* step j reads in_j and writes out_j: buf = in0 in1 in2 out0 out1 out2 */
+  for (unsigned j = 0; j < 3 && !s; j++) s = hm_ar_record(ar, ch, buf + j * n, buf + (3 + j) * n, rows);
+  if (s) {
+    snprintf(c->err, sizeof c->err, "rank %u record: %s", c->rank, hm_errmsg());
+    c->st = s;
+    goto out;
+  }
+  for (unsigned k = 0; k < replays && !c->st; k++) {
+    for (unsigned j = 0; j < 3; j++) t_fill(buf + j * n, c->rank, 3 * k + j, n);
+    if ((s = hm_chain_replay(ch)) || (s = hm_chain_wait(ch, WAIT_NS)) || (s = hm_ar_status(ar))) {
+      snprintf(c->err, sizeof c->err, "rank %u replay %u: %s", c->rank, k, hm_errmsg());
+      c->st = s;
+      break;
+    }
+    for (unsigned j = 0; j < 3; j++) {
+      long bad = t_check(buf + (3 + j) * n, c->tp, 3 * k + j, n);
+      if (bad >= 0) {
+        snprintf(c->err, sizeof c->err, "rank %u replay %u step %u: value %ld wrong", c->rank, k, j, bad);
+        c->st = HM_ERR_RUNTIME;
+        break;
+      }
+    }
+  }
+out:
+  if (ch) hm_chain_destroy(ch);
+  if (ar) hm_ar_destroy(ar);
+  if (h) hm_heap_destroy(h);
+  if (q) hm_queue_destroy(q);
+  return NULL;
+}
+
+START_TEST(chain_replays) {
+  hm_runtime *rt = open_rt();
+  hm_boot_group *g;
+  ck_assert_int_eq(hm_boot_group_create(2, &g), HM_OK);
+  struct chain_rank c[2];
+  pthread_t th[2];
+  for (unsigned r = 0; r < 2; r++) {
+    c[r] = (struct chain_rank){.rt = rt, .rank = r, .tp = 2};
+    ck_assert_int_eq(hm_bootstrap_threads(g, &c[r].boot), HM_OK);
+    ck_assert_int_eq(pthread_create(&th[r], NULL, chain_main, &c[r]), 0);
+  }
+  for (unsigned r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  hm_boot_group_destroy(g);
+  for (unsigned r = 0; r < 2; r++) ck_assert_msg(c[r].st == HM_OK, "%s", c[r].err);
+  hm_runtime_close(rt);
+}
+END_TEST
+
+/* Rank 1 stops after 3 steps (a stalled peer): rank 0's fourth step ends with an error naming rank
+ * 1 once its 3 s bound has passed — not a hang — later steps are refused, and both tear down. (The
+ * bound is short for a test, yet long enough that a loaded machine cannot fail the first steps.) */
+START_TEST(stalled_peer) {
+  hm_runtime *rt = open_rt();
+  static const uint32_t rows[] = {2};
+  struct t_rank proto = {.width = 5120, .max_rows = 2, .rows = rows, .nrows = 1, .steps = 6,
+                         .timeout_ns = 3000000000ull};
+  hm_boot_group *g;
+  ck_assert_int_eq(hm_boot_group_create(2, &g), HM_OK);
+  struct t_rank runs[2];
+  pthread_t th[2];
+  for (unsigned r = 0; r < 2; r++) {
+    runs[r] = proto;
+    runs[r].rt = rt, runs[r].rank = r, runs[r].tp = 2;
+    if (r == 1) runs[r].steps = 3;
+    ck_assert_int_eq(hm_bootstrap_threads(g, &runs[r].boot), HM_OK);
+    ck_assert_int_eq(pthread_create(&th[r], NULL, t_rank_main, &runs[r]), 0);
+  }
+  for (unsigned r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  hm_boot_group_destroy(g);
+  ck_assert_msg(runs[1].st == HM_OK, "%s", runs[1].err);
+  ck_assert_int_eq(runs[0].st, HM_ERR_PEER);
+  ck_assert_msg(strstr(runs[0].err, "rank 1's push never arrived"), "%s", runs[0].err);
+  ck_assert_uint_lt(runs[0].took_ns, 120000000000ull);
+  hm_runtime_close(rt);
+}
+END_TEST
+
+/* The first rank to give up stops the others: rank 2 of 3 stalls after one step; rank 0 waits at
+ * most 2 s, rank 1 would wait 200 s. Rank 0's timeout sets rank 1's abort word, so rank 1
+ * ends soon after, and both name rank 2 (the root cause travels with the abort). */
+START_TEST(abort_propagates) {
+  hm_runtime *rt = open_rt();
+  static const uint32_t rows[] = {1};
+  hm_boot_group *g;
+  ck_assert_int_eq(hm_boot_group_create(3, &g), HM_OK);
+  struct t_rank runs[3];
+  pthread_t th[3];
+  for (unsigned r = 0; r < 3; r++) {
+    runs[r] = (struct t_rank){.rt = rt, .rank = r, .tp = 3, .width = 512, .max_rows = 1, .rows = rows, .nrows = 1,
+                              .steps = r == 2 ? 1 : 3, .timeout_ns = r == 0 ? 2000000000ull : 200000000000ull};
+    ck_assert_int_eq(hm_bootstrap_threads(g, &runs[r].boot), HM_OK);
+    ck_assert_int_eq(pthread_create(&th[r], NULL, t_rank_main, &runs[r]), 0);
+  }
+  for (unsigned r = 0; r < 3; r++) pthread_join(th[r], NULL);
+  hm_boot_group_destroy(g);
+  ck_assert_msg(runs[2].st == HM_OK, "%s", runs[2].err);
+  for (unsigned r = 0; r < 2; r++) {
+    ck_assert_int_eq(runs[r].st, HM_ERR_PEER);
+    ck_assert_msg(strstr(runs[r].err, "rank 2's push never arrived"), "%s", runs[r].err);
+  }
+  ck_assert_uint_lt(runs[1].took_ns, 100000000000ull); /* half its own bound: it was told */
+  hm_runtime_close(rt);
+}
+END_TEST
+
+/* Bad arguments are refused with a message and enqueue nothing; a refused group takes no step. */
+START_TEST(arguments) {
+  hm_runtime *rt = open_rt();
+  hm_agent *a = hm_agent_get(rt, 0), *b = hm_agent_get(rt, 1);
+  hm_boot_group *g;
+  hm_bootstrap boot;
+  ck_assert_int_eq(hm_boot_group_create(1, &g), HM_OK);
+  ck_assert_int_eq(hm_bootstrap_threads(g, &boot), HM_OK);
+  hm_heap_config hc = {.rank = 0, .tp = 1};
+  hm_heap *h;
+  ck_assert_int_eq(hm_heap_create(a, &hc, &boot, &h), HM_OK);
+  hm_ar *ar = (hm_ar *)1;
+  ck_assert_int_eq(hm_ar_create(h, NULL, &ar), HM_ERR_INVALID_ARG);
+  ck_assert_ptr_null(ar);
+  hm_ar_config ac = {.width = 5120, .max_rows = 0};
+  ck_assert_int_eq(hm_ar_create(h, &ac, &ar), HM_ERR_INVALID_ARG);
+  ac = (hm_ar_config){.width = 5120, .max_rows = 4000};
+  ck_assert_int_eq(hm_ar_create(h, &ac, &ar), HM_ERR_NO_MEMORY);
+  ck_assert_msg(strstr(hm_errmsg(), "needs"), "%s", hm_errmsg());
+  ac = (hm_ar_config){.width = 64, .max_rows = 4};
+  ck_assert_int_eq(hm_ar_create(h, &ac, &ar), HM_OK);
+  hm_queue *q, *qb;
+  ck_assert_int_eq(hm_queue_create(a, 64, &q), HM_OK);
+  ck_assert_int_eq(hm_queue_create(b, 64, &qb), HM_OK);
+  uint16_t *buf;
+  ck_assert_int_eq(hm_mem_alloc(a, HM_POOL_HOST, 4096, 0, (void **)&buf), HM_OK);
+  ck_assert_int_eq(hm_allreduce(NULL, q, buf, buf, 1), HM_ERR_INVALID_ARG);
+  ck_assert_int_eq(hm_allreduce(ar, NULL, buf, buf, 1), HM_ERR_INVALID_ARG);
+  ck_assert_int_eq(hm_allreduce(ar, qb, buf, buf, 1), HM_ERR_INVALID_ARG);
+  ck_assert_msg(strstr(hm_errmsg(), "not on the heap's agent"), "%s", hm_errmsg());
+  ck_assert_int_eq(hm_allreduce(ar, q, NULL, buf, 1), HM_ERR_INVALID_ARG);
+  ck_assert_int_eq(hm_allreduce(ar, q, buf, (char *)buf + 2, 1), HM_ERR_INVALID_ARG);
+  ck_assert_int_eq(hm_allreduce(ar, q, buf, buf, 0), HM_ERR_INVALID_ARG);
+  ck_assert_int_eq(hm_allreduce(ar, q, buf, buf, 5), HM_ERR_INVALID_ARG);
+  ck_assert_int_eq(hm_ar_record(ar, NULL, buf, buf, 1), HM_ERR_INVALID_ARG);
+  ck_assert_int_eq(hm_ar_wait(NULL, 1), HM_ERR_INVALID_ARG);
+  ck_assert_int_eq(hm_ar_status(NULL), HM_ERR_INVALID_ARG);
+  /* nothing was enqueued: the queue is idle at once */
+  ck_assert_int_eq(hm_queue_wait_idle(q, WAIT_NS), HM_OK);
+  /* TP 1: the sum of one rank is its own value (through f32, so bit for bit) */
+  t_fill(buf, 0, 0, 4 * 64);
+  ck_assert_int_eq(hm_allreduce(ar, q, buf, buf + 4 * 64, 4), HM_OK);
+  hm_queue *q2;
+  ck_assert_int_eq(hm_queue_create(a, 64, &q2), HM_OK);
+  ck_assert_int_eq(hm_allreduce(ar, q2, buf, buf, 1), HM_ERR_INVALID_ARG); /* steps share an epoch */
+  ck_assert_int_eq(hm_ar_wait(ar, WAIT_NS), HM_OK);
+  ck_assert_int_eq(t_check(buf + 4 * 64, 1, 0, 4 * 64), -1);
+  /* in place */
+  ck_assert_int_eq(hm_allreduce(ar, q, buf, buf, 4), HM_OK);
+  ck_assert_int_eq(hm_ar_wait(ar, WAIT_NS), HM_OK);
+  ck_assert_int_eq(memcmp(buf, buf + 4 * 64, 2 * 4 * 64), 0);
+  /* the host stops the group: the status says so and further steps are refused */
+  ck_assert_int_eq(hm_heap_abort(h), HM_OK);
+  ck_assert_int_eq(hm_allreduce(ar, q, buf, buf, 1), HM_OK); /* the launch finds the abort word */
+  ck_assert_int_eq(hm_ar_wait(ar, WAIT_NS), HM_ERR_PEER);
+  ck_assert_msg(strstr(hm_errmsg(), "host of rank 0 stopped the group"), "%s", hm_errmsg());
+  ck_assert_int_eq(hm_allreduce(ar, q, buf, buf, 1), HM_ERR_PEER);
+  hm_ar_destroy(ar);
+  ck_assert_int_eq(hm_heap_destroy(h), HM_OK);
+  hm_boot_group_destroy(g);
+  hm_runtime_close(rt);
+}
+END_TEST
+
+/* The kernel launched with arguments the host would refuse (tp 9, a batch of 3) writes nothing but
+ * the status word: no epoch mark, no output. */
+START_TEST(kernel_refuses_bad_arguments) {
+  hm_runtime *rt = open_rt();
+  hm_agent *a = hm_agent_get(rt, 0);
+  hm_program *p;
+  const hm_kernel *k;
+  hm_queue *q;
+  ck_assert_int_eq(hm_program_load(a, &p), HM_OK);
+  ck_assert_int_eq(hm_kernel_get(p, "ar_allreduce", &k), HM_OK);
+  ck_assert_int_eq(hm_queue_create(a, 64, &q), HM_OK);
+  uint32_t *status, *epoch, *buf;
+  ck_assert_int_eq(hm_mem_alloc(a, HM_POOL_HOST, 4096, 0, (void **)&status), HM_OK);
+  ck_assert_int_eq(hm_mem_alloc(a, HM_POOL_HOST, DEV_EPOCH_BYTES, 0, (void **)&epoch), HM_OK);
+  ck_assert_int_eq(hm_mem_alloc(a, HM_POOL_HOST, 4096, 0, (void **)&buf), HM_OK);
+  for (int bad = 0; bad < 2; bad++) {
+    memset(status, 0, 4096);
+    memset(epoch, 0, DEV_EPOCH_BYTES);
+    memset(buf, 0x5a, 4096);
+    struct ar_allreduce_args args = {.link = {.status = (uint64_t)(uintptr_t)status, .rank = 0, .tp = bad ? 2 : 9},
+                                     .epoch = (uint64_t)(uintptr_t)epoch, .in = (uint64_t)(uintptr_t)buf,
+                                     .out = (uint64_t)(uintptr_t)buf, .rows = 1, .pairs = 256, .batch = bad ? 3 : 1};
+    void *ka;
+    hm_signal done;
+    ck_assert_int_eq(hm_kernarg_new(a, &args, sizeof args, &ka), HM_OK);
+    ck_assert_int_eq(hm_signal_create(rt, 1, &done), HM_OK);
+    hm_dispatch d = {.kernel = k, .ctas = 2, .kernarg = ka, .completion = done, .barrier = true,
+                     .acquire = HM_FENCE_SYSTEM, .release = HM_FENCE_SYSTEM};
+    ck_assert_int_eq(hm_queue_dispatch(q, &d, 1), HM_OK);
+    ck_assert_int_eq(hm_signal_wait(rt, done, HM_WAIT_EQ, 0, WAIT_NS, false, NULL), HM_OK);
+    ck_assert_uint_eq(status[0], AR_STATUS(AR_ERR_ARGS, 0u, AR_WHERE_STANDALONE));
+    for (uint32_t w = 0; w < DEV_EPOCH_WORDS; w++) ck_assert_uint_eq(epoch[w], 0);
+    for (uint32_t w = 0; w < 1024; w++) ck_assert_uint_eq(buf[w], 0x5a5a5a5au);
+  }
+  hm_runtime_close(rt);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- processes */
+
+/* argv: mode path rank tp width rows steps timeout_ms
+ *  ar:   run `steps` steps of `rows` rows, check every output; exit 0, else print why, exit 3
+ *  loop: run steps one at a time, printing "k" after each, until one fails; exit 7 if the failure
+ *        is HM_ERR_PEER naming rank argv[8] (the victim), 8 otherwise; print the seconds from the
+ *        last good step to the error on stderr */
+int hm_test_child(int argc, char **argv) {
+  if (argc < 8) return 2;
+  const char *mode = argv[0], *path = argv[1];
+  unsigned rank = (unsigned)atoi(argv[2]), tp = (unsigned)atoi(argv[3]);
+  uint32_t width = (uint32_t)atoi(argv[4]), rows = (uint32_t)atoi(argv[5]);
+  unsigned steps = (unsigned)atoi(argv[6]);
+  uint64_t timeout = (uint64_t)atoll(argv[7]) * 1000000ull;
+  hm_runtime *rt;
+  if (hm_runtime_open(NULL, &rt)) return 3;
+  struct t_rank run = {.rt = rt, .rank = rank, .tp = tp, .width = width, .max_rows = rows, .rows = &rows,
+                       .nrows = 1, .steps = steps, .timeout_ns = timeout};
+  if (hm_bootstrap_unix(path, &run.boot)) return 3;
+  if (!strcmp(mode, "ar")) {
+    t_rank_main(&run);
+    hm_bootstrap_release(&run.boot);
+    hm_runtime_close(rt);
+    if (run.st) fprintf(stderr, "%s\n", run.err);
+    return run.st ? 3 : 0;
+  }
+  /* loop */
+  hm_agent *a = hm_agent_get(rt, rank);
+  hm_queue *q;
+  hm_heap *h;
+  hm_ar *ar;
+  hm_heap_config hc = {.rank = rank, .tp = tp, .half_bytes = hm_allreduce_region_bytes(tp, rows, width),
+                       .timeout_ns = 60000000000ull};
+  hm_ar_config ac = {.width = width, .max_rows = rows, .max_ctas = 2, .timeout_ns = timeout};
+  uint16_t *in, *out;
+  size_t n = (size_t)rows * width;
+  if (hm_queue_create(a, 64, &q) || hm_heap_create(a, &hc, &run.boot, &h) || hm_ar_create(h, &ac, &ar) ||
+      hm_mem_alloc(a, HM_POOL_HOST, 2 * n, 0, (void **)&in) || hm_mem_alloc(a, HM_POOL_HOST, 2 * n, 0, (void **)&out)) {
+    fprintf(stderr, "rank %u: %s\n", rank, hm_errmsg());
+    return 3;
+  }
+  hm_bootstrap_release(&run.boot);
+  hm_status s = HM_OK;
+  uint64_t last = t_now_ns();
+  for (unsigned k = 0; k < 1000000 && !s; k++) {
+    t_fill(in, rank, k, n);
+    if (!(s = hm_allreduce(ar, q, in, out, rows)) && !(s = hm_ar_wait(ar, WAIT_NS))) {
+      if (t_check(out, tp, k, n) >= 0) {
+        fprintf(stderr, "rank %u: step %u wrong\n", rank, k);
+        return 4;
+      }
+      printf("%u\n", k);
+      fflush(stdout);
+      last = t_now_ns();
+    }
+  }
+  double after = (t_now_ns() - last) / 1e9;
+  char victim[32];
+  snprintf(victim, sizeof victim, "rank %s's push", argc > 8 ? argv[8] : "?");
+  int code = s == HM_ERR_PEER && strstr(hm_errmsg(), victim) ? 7 : 8;
+  fprintf(stderr, "rank %u: %.2f s after its last step: %s: %s\n", rank, after, hm_status_name(s), hm_errmsg());
+  hm_ar_destroy(ar);
+  if (hm_heap_destroy(h)) code = 9; /* the survivors tear down cleanly */
+  hm_runtime_close(rt);
+  return after < 120.0 ? code : 10;
+}
+
+static void procs(unsigned tp, uint32_t rows, unsigned steps) {
+  char dir[64], path[128];
+  t_tmpdir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/rv", dir);
+  char tps[8], rs[8], ss[16];
+  snprintf(tps, sizeof tps, "%u", tp);
+  snprintf(rs, sizeof rs, "%u", rows);
+  snprintf(ss, sizeof ss, "%u", steps);
+  pid_t pid[HM_MAX_TP];
+  for (unsigned r = 0; r < tp; r++) {
+    char rk[8];
+    snprintf(rk, sizeof rk, "%u", r);
+    pid[r] = t_spawn(NULL, "ar", path, rk, tps, "5120", rs, ss, "60000", NULL);
+  }
+  for (unsigned r = 0; r < tp; r++) ck_assert_msg(t_reap(pid[r]) == 0, "tp %u: rank %u failed (its stderr says why)", tp, r);
+  rmdir(dir);
+}
+
+/* Each rank its own process, agent = rank, heaps through the socket rendezvous and IPC. */
+START_TEST(processes_tp2) { procs(2, 48, 3); }
+END_TEST
+START_TEST(processes_tp4) { procs(4, 7, 3); }
+END_TEST
+START_TEST(processes_tp8) { procs(8, 1, 2); }
+END_TEST
+
+/* Three processes run steps one after another; rank 2 is killed (SIGKILL) while they run. Ranks 0
+ * and 1 each end with an error naming rank 2 within their 5 s bound (plus a loaded machine's
+ * slack: the child checks 120 s), and tear down cleanly. */
+START_TEST(killed_rank) {
+  char dir[64], path[128];
+  t_tmpdir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/rv", dir);
+  pid_t pid[3];
+  int fd[3];
+  for (unsigned r = 0; r < 3; r++) {
+    char rk[8];
+    snprintf(rk, sizeof rk, "%u", r);
+    pid[r] = t_spawn(&fd[r], "loop", path, rk, "3", "1024", "2", "0", "5000", "2", NULL);
+  }
+  /* let the victim finish 20 steps, then kill it while the next ones are in flight */
+  FILE *f = fdopen(fd[2], "r");
+  char line[64];
+  unsigned done = 0;
+  while (done < 20 && fgets(line, sizeof line, f)) done = (unsigned)atoi(line) + 1;
+  ck_assert_uint_eq(done, 20);
+  ck_assert_int_eq(kill(pid[2], SIGKILL), 0);
+  ck_assert_int_eq(t_reap(pid[2]), -1);
+  fclose(f);
+  for (unsigned r = 0; r < 2; r++) {
+    int code = t_reap(pid[r]);
+    ck_assert_msg(code == 7, "rank %u: exit %d (7: an error naming rank 2 in time and a clean teardown)", r, code);
+    close(fd[r]);
+  }
+  rmdir(dir);
+}
+END_TEST
+
+Suite *hm_test_suite(void) {
+  Suite *s = suite_create("allreduce");
+  struct {
+    const char *name;
+    const TTest *tests[4];
+  } cases[] = {
+      {"sizes", {tp2_sizes, tp4_sizes, tp8_sizes}},
+      {"steps", {ten_thousand_steps, chain_replays}},
+      {"failures", {stalled_peer, abort_propagates, arguments, kernel_refuses_bad_arguments}},
+      {"processes", {processes_tp2, processes_tp4, processes_tp8, killed_rank}},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+    TCase *tc = tcase_create(cases[c].name);
+    tcase_set_timeout(tc, 900);
+    for (int i = 0; i < 4 && cases[c].tests[i]; i++) tcase_add_test(tc, cases[c].tests[i]);
+    suite_add_tcase(s, tc);
+  }
+  return s;
+}

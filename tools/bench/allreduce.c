@@ -1,0 +1,221 @@
+/* tools/bench/allreduce.c: hsa-mono-bench allreduce: µs a step of the standalone peer all-reduce by
+ * message size, TP ranks as threads on agents 0 .. tp-1, beside the floor modelled from xGMI figures. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "formats.h"
+#include "hm_collectives.h"
+
+#define MAX_SIZES 16
+
+struct opts {
+  unsigned tp, steps, warmup, ctas;
+  uint32_t width, rows[MAX_SIZES];
+  unsigned nrows;
+};
+
+struct rank {
+  const struct opts *o;
+  hm_runtime *rt;
+  unsigned rank;
+  hm_bootstrap boot;
+  pthread_barrier_t *bar;
+  double us[MAX_SIZES]; /* per step */
+  int wrong[MAX_SIZES];
+  char err[512];
+};
+
+/* Every rank contributes 1.0 at every position of size step's input plus its rank, so the sum is
+ * checkable without a reference: tp + tp (tp - 1) / 2 (exact in bf16 for these tp). */
+static uint16_t input_value(unsigned rank) { return fmt_bf16_from_f32(1.0f + (f32)rank); }
+
+static void *rank_main(void *p) {
+  struct rank *r = p;
+  const struct opts *o = r->o;
+  hm_agent *a = hm_agent_get(r->rt, r->rank);
+  uint32_t max_rows = 0;
+  for (unsigned i = 0; i < o->nrows; i++) max_rows = o->rows[i] > max_rows ? o->rows[i] : max_rows;
+  size_t n = (size_t)max_rows * o->width;
+  hm_queue *q = NULL;
+  hm_heap *h = NULL;
+  hm_ar *ar = NULL;
+  uint16_t *host = NULL, *in = NULL, *out = NULL;
+  hm_heap_config hc = {.rank = r->rank, .tp = o->tp, .half_bytes = hm_allreduce_region_bytes(o->tp, max_rows, o->width)};
+  hm_ar_config ac = {.width = o->width, .max_rows = max_rows, .max_ctas = o->ctas, .timeout_ns = 600000000000ull};
+  hm_signal none = {0};
+  int setup_ok = 0;
+  if (!a) snprintf(r->err, sizeof r->err, "no agent %u (HSAMONO_SIM_AGENTS on the software agent)", r->rank);
+  else if (hm_queue_create(a, 1024, &q) || hm_heap_create(a, &hc, &r->boot, &h) || hm_ar_create(h, &ac, &ar) ||
+           hm_mem_alloc(a, HM_POOL_HOST, 2 * n, 0, (void **)&host) ||
+           hm_mem_alloc(a, HM_POOL_COARSE, 2 * n, 0, (void **)&in) ||
+           hm_mem_alloc(a, HM_POOL_COARSE, 2 * n, 0, (void **)&out))
+    snprintf(r->err, sizeof r->err, "rank %u: %s", r->rank, hm_errmsg());
+  else {
+    for (size_t i = 0; i < n; i++) host[i] = input_value(r->rank);
+    if (hm_mem_copy(r->rt, in, host, 2 * n, none)) snprintf(r->err, sizeof r->err, "rank %u: %s", r->rank, hm_errmsg());
+    else setup_ok = 1;
+  }
+  /* every rank takes part in every barrier, failed or not, so none waits forever */
+  for (unsigned s = 0; s < o->nrows; s++) {
+    uint32_t rows = o->rows[s];
+    for (unsigned i = 0; setup_ok && !r->err[0] && i < o->warmup; i++)
+      if (hm_allreduce(ar, q, in, out, rows)) snprintf(r->err, sizeof r->err, "rank %u: %s", r->rank, hm_errmsg());
+    if (setup_ok && !r->err[0] && hm_ar_wait(ar, 600ull * 1000000000ull))
+      snprintf(r->err, sizeof r->err, "rank %u: %s", r->rank, hm_errmsg());
+    pthread_barrier_wait(r->bar); /* start the timed steps together */
+    uint64_t t0 = bench_now_ns();
+    for (unsigned i = 0; setup_ok && !r->err[0] && i < o->steps; i++)
+      if (hm_allreduce(ar, q, in, out, rows)) snprintf(r->err, sizeof r->err, "rank %u: %s", r->rank, hm_errmsg());
+    if (setup_ok && !r->err[0] && hm_ar_wait(ar, 600ull * 1000000000ull))
+      snprintf(r->err, sizeof r->err, "rank %u: %s", r->rank, hm_errmsg());
+    r->us[s] = (double)(bench_now_ns() - t0) / 1e3 / o->steps;
+    if (setup_ok && !r->err[0]) {
+      /* the result, checked: a fast wrong all-reduce is not a result */
+      f32 want = 0.0f;
+      for (unsigned k = 0; k < o->tp; k++) want = want + fmt_bf16_to_f32(input_value(k));
+      if (hm_mem_copy(r->rt, host, out, 2 * (size_t)rows * o->width, none)) {
+        snprintf(r->err, sizeof r->err, "rank %u: %s", r->rank, hm_errmsg());
+      } else {
+        for (size_t i = 0; i < (size_t)rows * o->width; i++) r->wrong[s] += host[i] != fmt_bf16_from_f32(want);
+      }
+    }
+    pthread_barrier_wait(r->bar);
+  }
+  if (ar) hm_ar_destroy(ar);
+  if (h) hm_heap_destroy(h);
+  if (q) hm_queue_destroy(q);
+  return NULL;
+}
+
+/* Link and memory figures for the agent's part (performance.md §1.1-1.2). */
+struct figures {
+  const char *part;
+  double link_gbs;  /* xGMI, one direction of one link */
+  double hbm_tbs;   /* measured streaming HBM */
+  const char *link_src, *hbm_src;
+};
+
+static struct figures figures_for(const char *name) {
+  if (!strcmp(name, "gfx942"))
+    return (struct figures){"MI300X", 64.0, 4.0, "128 GB/s bidirectional a link (performance.md §1.2)",
+                            "~3.9-4.2 TB/s measured (performance.md §1.1)"};
+  return (struct figures){"MI355X", 76.8, 7.0, "153.6 GB/s bidirectional a link, vLLM PR #39080 (performance.md §1.2)",
+                          "6.9-7.2 TB/s measured on MI350X (performance.md §1.1)"};
+}
+
+#define HOP_US 0.8 /* RCCL's LL per-hop latency on 8 x MI300X xGMI (runtime.md §6, ROCm/rccl tuning.cc) */
+
+static int parse_rows(const char *s, struct opts *o) {
+  o->nrows = 0;
+  while (*s && o->nrows < MAX_SIZES) {
+    char *end;
+    unsigned long v = strtoul(s, &end, 10);
+    if (end == s || v == 0 || v > 4096) return -1;
+    o->rows[o->nrows++] = (uint32_t)v;
+    s = *end == ',' ? end + 1 : end;
+    if (*end && *end != ',') return -1;
+  }
+  return *s ? -1 : 0;
+}
+
+int bench_allreduce(int argc, char **argv) {
+  struct opts o = {.tp = 4, .steps = 0, .warmup = 0, .ctas = 0, .width = 5120,
+                   .rows = {1, 2, 4, 8, 12, 16, 32, 48}, .nrows = 8};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--tp") && v) o.tp = (unsigned)strtoul(v, NULL, 10), i++;
+    else if (!strcmp(a, "--rows") && v) {
+      if (parse_rows(v, &o)) {
+        fprintf(stderr, "hsa-mono-bench allreduce: --rows takes sizes 1..4096, comma-separated\n");
+        return 2;
+      }
+      i++;
+    } else if (!strcmp(a, "--width") && v) o.width = (uint32_t)strtoul(v, NULL, 10), i++;
+    else if (!strcmp(a, "--steps") && v) o.steps = (unsigned)strtoul(v, NULL, 10), i++;
+    else if (!strcmp(a, "--warmup") && v) o.warmup = (unsigned)strtoul(v, NULL, 10), i++;
+    else if (!strcmp(a, "--ctas") && v) o.ctas = (unsigned)strtoul(v, NULL, 10), i++;
+    else {
+      printf("usage: hsa-mono-bench allreduce [--tp N] [--rows R[,R...]] [--width W] [--steps K] [--warmup K]\n"
+             "                                [--ctas N]\n"
+             "  µs a step of hm_allreduce (bf16, W values a row, default 5120) at TP N (2..8, default 4), ranks as\n"
+             "  threads on agents 0..N-1, beside the floor modelled from the xGMI figures\n");
+      return !strcmp(a, "--help") || !strcmp(a, "-h") ? 0 : 2;
+    }
+  }
+  if (o.tp < 2 || o.tp > HM_MAX_TP || o.width < 2 || o.width % 2) {
+    fprintf(stderr, "hsa-mono-bench allreduce: --tp 2..%d, --width even\n", HM_MAX_TP);
+    return 2;
+  }
+  /* the software agent offers 4 agents unless told otherwise: TP 8 needs 8 */
+  char agents[8];
+  snprintf(agents, sizeof agents, "%u", o.tp > 4 ? o.tp : 4);
+  setenv("HSAMONO_SIM_AGENTS", agents, 0);
+  hm_runtime *rt = bench_open();
+  bool sim = hm_runtime_is_sim(rt);
+  if (!o.steps) o.steps = sim ? 5 : 1000;
+  if (!o.warmup) o.warmup = sim ? 1 : 100;
+  if (!o.ctas && sim) o.ctas = 8; /* CTAs are CPU threads here */
+  if (hm_agent_count(rt) < o.tp) {
+    fprintf(stderr, "hsa-mono-bench allreduce: TP %u needs %u GPU agents, there are %u\n", o.tp, o.tp,
+            hm_agent_count(rt));
+    return 2;
+  }
+  struct figures fg = figures_for(hm_agent_info_of(hm_agent_get(rt, 0))->name);
+  printf("# all-reduce, TP%u on %s, %u bf16 a row, %u steps a size after %u warm-up, at most %u CTAs a rank\n", o.tp,
+         hm_agent_info_of(hm_agent_get(rt, 0))->name, o.width, o.steps, o.warmup, o.ctas ? o.ctas : 64);
+  printf("# floor (modelled, %s): each rank pushes its whole message to every peer over that peer's own link,\n",
+         fg.part);
+  printf("#   8-byte (bf16 pair, tag) slots: 2 x message bytes / %.1f GB/s, one direction of a link (%s)\n", fg.link_gbs,
+         fg.link_src);
+  printf("#   + %.1f us, one xGMI hop for the push to land (RCCL's LL per-hop latency, runtime.md §6)\n", HOP_US);
+  printf("#   + tp x 2 x message bytes / %.1f TB/s, reading the own inbox (%s)\n", fg.hbm_tbs, fg.hbm_src);
+  printf("# payload floor: the same with 1 x message bytes on the links (no tags), for comparison\n");
+  printf("# goal on MI355X: <= 3 us at <= 128 KB, TP4; library all-reduces today ~6-7 us (performance.md §1.3)\n");
+
+  hm_boot_group *g;
+  pthread_barrier_t bar;
+  if (hm_boot_group_create(o.tp, &g)) {
+    fprintf(stderr, "hsa-mono-bench allreduce: %s\n", hm_errmsg());
+    return 2;
+  }
+  pthread_barrier_init(&bar, NULL, o.tp);
+  struct rank ranks[HM_MAX_TP];
+  pthread_t th[HM_MAX_TP];
+  for (unsigned r = 0; r < o.tp; r++) {
+    ranks[r] = (struct rank){.o = &o, .rt = rt, .rank = r, .bar = &bar};
+    hm_bootstrap_threads(g, &ranks[r].boot);
+    pthread_create(&th[r], NULL, rank_main, &ranks[r]);
+  }
+  for (unsigned r = 0; r < o.tp; r++) pthread_join(th[r], NULL);
+  pthread_barrier_destroy(&bar);
+  hm_boot_group_destroy(g);
+  int rc = 0;
+  for (unsigned r = 0; r < o.tp; r++)
+    if (ranks[r].err[0]) {
+      fprintf(stderr, "hsa-mono-bench allreduce: %s\n", ranks[r].err);
+      rc = 1;
+    }
+  if (rc) return rc;
+  printf("%6s %10s %16s %12s %14s\n", "rows", "bytes", sim ? "sw-agent us" : "GPU us", "floor us", "payload floor");
+  for (unsigned s = 0; s < o.nrows; s++) {
+    double bytes = 2.0 * o.rows[s] * o.width, worst = 0;
+    for (unsigned r = 0; r < o.tp; r++) {
+      worst = ranks[r].us[s] > worst ? ranks[r].us[s] : worst;
+      if (ranks[r].wrong[s]) {
+        fprintf(stderr, "hsa-mono-bench allreduce: rank %u: %d wrong values at %u rows\n", r, ranks[r].wrong[s],
+                o.rows[s]);
+        rc = 1;
+      }
+    }
+    double inbox = o.tp * 2.0 * bytes / (fg.hbm_tbs * 1e12) * 1e6;
+    double floor = 2.0 * bytes / (fg.link_gbs * 1e9) * 1e6 + HOP_US + inbox;
+    double payload = bytes / (fg.link_gbs * 1e9) * 1e6 + HOP_US + inbox;
+    printf("%6u %10.0f %16.1f %12.2f %14.2f\n", o.rows[s], bytes, worst, floor, payload);
+  }
+  if (sim) printf("# sw-agent us: the software agent on CPU threads (slowest rank, checked results); not a GPU time\n");
+  else printf("# GPU us: slowest rank, %u back-to-back launches on one queue each, results checked\n", o.steps);
+  return rc;
+}
