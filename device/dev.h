@@ -103,6 +103,17 @@ typedef u16 u16x8 __attribute__((ext_vector_type(8)));
 #define DEV_LDS(type, name) type *const name = (type *)dev_host->lds((u32)sizeof(type))
 #endif
 
+/* The kernel's arguments read in place, for a kernel too large to keep every argument in
+ * registers from its first instruction: DEV_ARGS_PTR(type) points at `args` in the kernarg
+ * segment (each field an s_load where it is used), DEV_ARGSPACE qualifies such pointers. */
+#if defined(DEV_GPU)
+#define DEV_ARGSPACE __constant
+#define DEV_ARGS_PTR(args_type) ((__constant const args_type *)__builtin_amdgcn_kernarg_segment_ptr())
+#else
+#define DEV_ARGSPACE
+#define DEV_ARGS_PTR(args_type) ((const args_type *)&args)
+#endif
+
 /* ---------------------------------------------------------------- ids and counts */
 
 #if defined(DEV_GPU)
@@ -503,12 +514,21 @@ DEV_INLINE f32 dev_log2(f32 x) { return __builtin_amdgcn_logf(x); }
 DEV_INLINE f32 dev_rcp(f32 x) { return __builtin_amdgcn_rcpf(x); }
 DEV_INLINE f32 dev_rsq(f32 x) { return __builtin_amdgcn_rsqf(x); }
 DEV_INLINE f32 dev_sqrt(f32 x) { return __builtin_sqrtf(x); }
+/* e^x where a kernel models a library expf (the reference's ocml expf): x log2(e) as a head and
+ * an fma-exact tail, so the rounding of the product does not cost the result |x| ulps; v_exp_f32
+ * of each part. Within about 2 ulp of expf (the GPU tolerance of its callers). */
+DEV_INLINE f32 dev_expf(f32 x) {
+  f32 h = x * 1.44269502f;
+  f32 l = __builtin_fmaf(x, 1.44269502f, -h) + x * 1.92596299e-8f; /* log2(e) - f32(log2(e)) */
+  return __builtin_amdgcn_exp2f(h) * __builtin_amdgcn_exp2f(l);
+}
 #else
 DEV_INLINE f32 dev_exp2(f32 x) { return exp2f(x); }
 DEV_INLINE f32 dev_log2(f32 x) { return log2f(x); }
 DEV_INLINE f32 dev_rcp(f32 x) { return 1.0f / x; }
 DEV_INLINE f32 dev_rsq(f32 x) { return 1.0f / sqrtf(x); }
 DEV_INLINE f32 dev_sqrt(f32 x) { return sqrtf(x); }
+DEV_INLINE f32 dev_expf(f32 x) { return expf(x); }
 #endif
 DEV_INLINE f32 dev_fma(f32 a, f32 b, f32 c) { return __builtin_fmaf(a, b, c); }
 

@@ -1,5 +1,6 @@
 /* tools/hsa-mono-check.c: the kernel-level correctness harness's reference side: `ref` runs the fp32
- * reference of one layer step and writes inputs, weights and every stage's outputs as safetensors. */
+ * reference of one layer step and writes inputs, weights and every stage's outputs as safetensors;
+ * `ffn` checks the FFN launch against it (check_ffn.c). */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -8,6 +9,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "check.h"
 #include "hm_config.h"
 #include "hm_ref.h"
 #include "hm_safetensors.h"
@@ -15,7 +17,8 @@
 
 static void usage(FILE *f) {
   fprintf(f,
-          "usage: hsa-mono-check ref --config tiny|v41-flash --layer L --rows R --tp N --seed S --out DIR\n"
+          "usage: hsa-mono-check ffn --tp N --rows R [options]   (ffn --help: the FFN launch against the reference)\n"
+          "       hsa-mono-check ref --config tiny|v41-flash --layer L --rows R --tp N --seed S --out DIR\n"
           "                          [--launch layer|ffn] [--experts E --topk K] [--ckpt PATH]\n"
           "                          [--context C] [--reqs Q]\n"
           "\n"
@@ -127,7 +130,7 @@ static int cmd_ref(int argc, char **argv) {
   } else {
     src = hm_gen_source(&gen);
   }
-  hm_layer_weights w[HM_MAX_TP];
+  hm_layer_weights w[HM_LAYER_MAX_TP];
   uint32_t parts = ffn ? HM_WPART_FFN : 0;
   hm_build_opts bo = {parts, (uint32_t)(context + rows + 64)};
   hm_gen_step step;
@@ -155,7 +158,7 @@ static int cmd_ref(int argc, char **argv) {
   hm_status st;
   if (ffn) {
     /* wo_b's unreduced output of every rank: bf16 values, std 0.5 */
-    float *p[HM_MAX_TP];
+    float *p[HM_LAYER_MAX_TP];
     for (uint32_t r = 0; r < (uint32_t)tp; r++) {
       char n[32];
       snprintf(n, sizeof n, "in.part%u", r);
@@ -233,6 +236,7 @@ int main(int argc, char **argv) {
     return argc < 2 ? 2 : 0;
   }
   if (!strcmp(argv[1], "ref")) return cmd_ref(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "ffn")) return check_ffn(argc - 1, argv + 1);
   fprintf(stderr, "hsa-mono-check: unknown command '%s'\n", argv[1]);
   usage(stderr);
   return 2;

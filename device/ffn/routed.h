@@ -1,0 +1,248 @@
+/* device/ffn/routed.h: the routed experts (spec/mono.md §2.4, §3.1, §4.2): the route table, the
+ * MXFP4 x MXFP8 gate/up units over the step's union of experts, and down + combine + push. */
+#ifndef HM_FFN_ROUTED_H
+#define HM_FFN_ROUTED_H
+
+#include "shared.h"
+
+/* ---------------------------------------------------------------- the route table */
+
+/* Every CTA, after the route stage: the S x K picks (tagged pairs) -> LDS table (struct
+ * ffn_route), the same on every CTA whatever order the pairs arrived in. */
+DEV_INLINE void ffn_route_table(const struct ffn_ctx *c, __local struct ffn_lds *lds) {
+  __local struct ffn_route *R = &lds->rt;
+  const u32 S = c->a->S, E = c->a->E, K = c->a->topk, NP = S * K, lid = dev_lid();
+  __global const u64 *ids = ffn_pairs(c, c->a->L.ids), *wts = ffn_pairs(c, c->a->L.wts);
+  if (lid < NP) {
+    u32 v[FFN_BATCH];
+    ffn_get_batch(c, ids, lid, 0, 1u, &v[0]);
+    ffn_get_batch(c, wts, lid, 0, 1u, &v[1]);
+    R->ids[lid / K][lid % K] = (i32)v[0];
+    R->wts[lid / K][lid % K] = dev_f32_bits(v[1]);
+  }
+  dev_barrier();
+  /* picks of each expert */
+  for (u32 e = lid; e < E; e += FFN_CTA) {
+    u32 n = 0;
+    for (u32 p = 0; p < NP; p++) n += R->ids[p / K][p % K] == (i32)e;
+    R->count[e] = (u16)n;
+  }
+  dev_barrier();
+  /* slots in ascending expert order, their first positions, their tiles of 16 picks */
+  if (lid == 0) {
+    u32 pos = 0, nt = 0;
+    for (u32 e = 0; e < E; e++) {
+      u32 n = R->count[e];
+      R->first[e] = (u16)pos;
+      for (u32 k = 0; k < n; k += FFN_TILE) {
+        R->tile_expert[nt] = (u16)e;
+        R->tile_first[nt] = (u16)(pos + k);
+        R->tile_n[nt] = (u8)(n - k < FFN_TILE ? n - k : FFN_TILE);
+        nt++;
+      }
+      pos += n;
+    }
+    R->ntiles = nt;
+  }
+  dev_barrier();
+  /* each slot's picks by token */
+  for (u32 e = lid; e < E; e += FFN_CTA) {
+    if (!R->count[e]) continue;
+    u32 pos = R->first[e];
+    for (u32 t = 0; t < S; t++)
+      for (u32 k = 0; k < K; k++)
+        if (R->ids[t][k] == (i32)e) {
+          R->pos[t][k] = (u16)pos;
+          R->pick_tok[pos] = (u8)t;
+          pos++;
+        }
+  }
+  dev_barrier();
+}
+
+/* ---------------------------------------------------------------- gate / up */
+
+/* The routed epilogue (hm_ref_routed_act): bf16((gc * rcp(1 + exp2(gc * -LOG2E))) * uc). */
+DEV_INLINE f32 ffn_routed_act(f32 g, f32 u, f32 limit) {
+  f32 gc = ffn_min(g, limit), uc = ffn_min(ffn_max(u, -limit), limit);
+  f32 sig = dev_rcp(1.0f + dev_exp2(gc * -FFN_LOG2E));
+  return fmt_round_bf16((gc * sig) * uc);
+}
+
+/* The K slice (chain) of 128-wide step s of the gate/up GEMV (hm_ref_ug_slice): ug_groups 2,
+ * two slices (whole 16-step rounds: 0-7 | 8-15, a last partial round split in halves);
+ * ug_groups 1, four slices (steps 8i+2k, 8i+2k+1 to slice k). */
+DEV_INLINE u32 ffn_ug_slice(u32 s, u32 steps, u32 ug_groups) {
+  if (ug_groups == 1u) return (s % 8u) / 2u;
+  u32 full = steps / 16u * 16u;
+  if (s < full) return (s % 16u) / 8u;
+  return (s - full) < (steps - full + 1u) / 2u ? 0u : 1u;
+}
+
+/* E8M0 code of (row, K block) of a matrix in shuffle_scale order (codes at s, this expert's). */
+DEV_INLINE u32 ffn_shuffled_scale(__global const u8 *s, u32 row, u32 block, u32 cols) {
+  u32 i = (u32)hm_scale_shuffle_index(row, block, cols);
+  u32 w = dev_ld_u32((__global const u32 *)(s + (i & ~3u)), DEV_CP_NT);
+  return (w >> (8u * (i & 3u))) & 0xffu;
+}
+
+/* Units of the gate/up stage: slot tiles x parts of 32 * ug_groups columns. */
+DEV_INLINE u32 ffn_ug_units(const struct ffn_ctx *c, __local const struct ffn_lds *lds) {
+  return lds->rt.ntiles * ffn_nparts(c);
+}
+
+/* One unit: intermediate columns i0..i0+32ug-1 of the tile's picks (<= 16) of one expert. The
+ * w13 rows of those columns are 4ug row tiles (GUGU: 16 gate rows, 16 up rows, ...); each row
+ * tile's K steps go to 4 / ug chains (ffn_ug_slice), in ascending order in each; 16 (tile, chain)
+ * items, wave w running items w and w + 8. g and u are the chains added in order (f32), the
+ * activation rule A per 32 columns -> MID rows (pick positions) and codes, then the unit's flag. */
+DEV_INLINE void ffn_ug_unit(const struct ffn_ctx *c, __local struct ffn_lds *lds, u32 unit) {
+  __local struct ffn_lds_ug *L = &lds->u.ug;
+  __local const struct ffn_route *R = &lds->rt;
+  const u32 S = c->a->S, D = c->a->D, I = c->a->I, ug = c->a->ug_groups, steps = D / 128u;
+  const u32 tile = unit / ffn_nparts(c), part = unit % ffn_nparts(c), ncol = 32u * ug, i0 = part * ncol;
+  const u32 e = R->tile_expert[tile], p0 = R->tile_first[tile], n = R->tile_n[tile];
+  const u32 nsl = ug == 1u ? 4u : 2u, lane = dev_lane(), wave = dev_wave();
+  const u64 wbase = (u64)e * I * D; /* bytes of one expert's w13: 2I rows x D/2 */
+  dev_buf_t W = dev_buf((__global const void *)(c->a->w13 + wbase), I * D);
+  __global const u8 *WS = (__global const u8 *)c->a->w13_s + (u64)e * (2u * I) * (D / 32u);
+  gemv_act x = gemv_act_of(ffn_scr(c, c->a->L.x8r), ffn_scr(c, c->a->L.x8rs), S, D);
+  /* B columns: the tile's picks' tokens (absent picks read as token S: zero) */
+  u32 tok = lane % 16u < n ? R->pick_tok[p0 + lane % 16u] : S;
+#pragma unroll
+  for (u32 k = 0; k < 2u; k++) {
+    u32 it = wave + 8u * k, r = it / nsl, chain = it % nsl;
+    u32 row0 = 2u * i0 + 16u * r, row = row0 + lane % 16u;
+    f32x4 acc = 0;
+    for (u32 s = 0; s < steps; s++) {
+      if (ffn_ug_slice(s, steps, ug) != chain) continue;
+      i32x8 a = gemv_ld_fp4(W, (row0 / 16u) * 8u * D, s, lane);
+      u32 sa = ffn_shuffled_scale(WS, row, 4u * s + lane / 16u, D / 32u);
+      i32x8 b = 0;
+      u32 sb = GEMV_UNIT_SCALE;
+      if (tok < S) {
+        b = gemv_ld_fp8(x.x, tok * D, D, s, lane, DEV_CP_DEV);
+        sb = gemv_byte(x.s, tok * (D / 32u) + 4u * s + lane / 16u, DEV_CP_DEV);
+      }
+      acc = gemv_mfma_fp4(a, b, acc, sa, sb);
+    }
+    for (u32 q = 0; q < 4u; q++) L->ch[it][lane][q] = acc[q];
+  }
+  dev_barrier();
+  /* work-item (pick j = lid / 32, column i = 32 g2 + lid % 32) for each 32-column group g2 */
+  const u32 lid = dev_lid(), j = lid / 32u, ii = lid % 32u;
+  for (u32 g2 = 0; g2 < ug; g2++) {
+    u32 i = 32u * g2 + ii, rg = 2u * (i / 16u), row = i % 16u, dl = 16u * (row / 4u) + j;
+    f32 gv = L->ch[rg * nsl][dl][row % 4u], uv = L->ch[(rg + 1u) * nsl][dl][row % 4u];
+    for (u32 ch = 1; ch < nsl; ch++) {
+      gv = gv + L->ch[rg * nsl + ch][dl][row % 4u];
+      uv = uv + L->ch[(rg + 1u) * nsl + ch][dl][row % 4u];
+    }
+    f32 v = ffn_routed_act(gv, uv, c->a->swiglu_limit);
+    u32 code = fmt_mx_code_a(ffn_amax32(v));
+    u32 word = ffn_gather4(fmt_mx_e4m3(v, (u8)code));
+    u32 col = i0 + i;
+    /* groups wholly in the padding are never written (their codes stay 0, the down stage masks them) */
+    if (j < n && col - ii < c->a->Ir) {
+      u32 pos = p0 + j;
+      if (ii % 4u == 0) dev_st_u32((__global u32 *)ffn_scr(c, c->a->L.mid) + ((u64)pos * I + col) / 4u, word, DEV_CP_DEV);
+      if (ii == 0) dev_st_u32(ffn_words(c, c->a->L.mids) + (u64)pos * (I / 32u) + col / 32u, code, DEV_CP_DEV);
+    }
+  }
+  ho_flag_raise(ffn_words(c, c->a->L.ugf) + unit, c->tag);
+  dev_barrier();
+}
+
+/* ---------------------------------------------------------------- down, combine, push */
+
+/* Down tasks: 16 hidden rows each. */
+DEV_INLINE u32 ffn_down_tasks(const struct ffn_ctx *c) { return c->a->D / 16u; }
+
+/* Task rt: hidden rows 16rt..16rt+15. Routed: per slot tile (waves take tiles w, w + 8, ...) w2 x
+ * MID over K = I, even steps on chain A, odd on B, contrib = A + B. Shared: sw2 x SMQ over K = Sh
+ * in the §2.0 order, bf16. Combine per token: routed = bf16(routed + bf16(contrib_k * w_k)) in
+ * pick order, partial = bf16(routed + shared); the partials are pushed to every rank. */
+DEV_INLINE void ffn_down_task(const struct ffn_ctx *c, __local struct ffn_lds *lds, u32 rt) {
+  __local struct ffn_lds_down *L = &lds->u.down;
+  __local const struct ffn_route *R = &lds->rt;
+  const u32 S = c->a->S, D = c->a->D, I = c->a->I, Sh = c->a->Sh, K = c->a->topk;
+  const u32 lane = dev_lane(), wave = dev_wave(), isteps = I / 128u;
+  const u32 real_blocks = (c->a->Ir + 31u) / 32u; /* MID blocks the gate/up stage writes */
+  ho_flags_wait(ffn_words(c, c->a->L.ugf), 1u, ffn_ug_units(c, lds), c->tag);
+  ho_flags_wait(ffn_words(c, c->a->L.srdy), 1u, ffn_shared_tasks(c), c->tag);
+  dev_buf_t MID = dev_buf(ffn_scr(c, c->a->L.mid), S * K * I);
+  __global const u32 *MIDS = ffn_words(c, c->a->L.mids);
+  for (u32 tile = wave; tile < R->ntiles; tile += 8u) {
+    const u32 e = R->tile_expert[tile], p0 = R->tile_first[tile], n = R->tile_n[tile];
+    dev_buf_t W = dev_buf((__global const void *)(c->a->w2 + (u64)e * D * (I / 2u)), D * (I / 2u));
+    __global const u8 *WS = (__global const u8 *)c->a->w2_s + (u64)e * D * c->a->w2_cols;
+    const u32 goff = rt * 8u * I, row = 16u * rt + lane % 16u, pos = p0 + lane % 16u;
+    f32x4 A = 0, B = 0;
+    for (u32 s = 0; s < isteps; s++) {
+      i32x8 a = gemv_ld_fp4(W, goff, s, lane);
+      u32 sa = ffn_shuffled_scale(WS, row, 4u * s + lane / 16u, c->a->w2_cols);
+      i32x8 b = 0;
+      u32 sb = GEMV_UNIT_SCALE;
+      if (lane % 16u < n) {
+        b = gemv_ld_fp8(MID, pos * I, I, s, lane, DEV_CP_DEV);
+        /* bytes of blocks in the padding are masked (never written: zero, but not relied on) */
+        u32 q = lane / 16u, blo = 4u * s + q / 2u, bhi = 4u * s + 2u + q / 2u;
+        if (blo >= real_blocks) b[0] = b[1] = b[2] = b[3] = 0;
+        if (bhi >= real_blocks) b[4] = b[5] = b[6] = b[7] = 0;
+        u32 blk = 4u * s + q;
+        if (blk < real_blocks) sb = dev_ld_u32(&MIDS[pos * (I / 32u) + blk], DEV_CP_DEV) & 0xffu;
+      }
+      if (s % 2u == 0) A = gemv_mfma_fp4(a, b, A, sa, sb);
+      else B = gemv_mfma_fp4(a, b, B, sa, sb);
+    }
+    u32 j = lane % 16u;
+    if (j < n)
+      for (u32 q = 0; q < 4u; q++) L->contrib[p0 + j][4u * (lane / 16u) + q] = A[q] + B[q];
+  }
+  /* shared down, a token tile at a time */
+  gemv_mx8 m = gemv_mx8_of((__global const u8 *)c->a->sw2, (__global const u8 *)c->a->sw2_s, D, Sh);
+  gemv_act x = gemv_act_of_words(ffn_scr(c, c->a->L.smq), ffn_words(c, c->a->L.smc), S, Sh);
+  for (u32 tt = 0; tt < ffn_ntiles(c); tt++) {
+    f32x4 acc = gemv_mx8_wave(&m, &x, 16u * rt, 16u * tt, wave);
+    gemv_red_put(&L->red, wave, acc);
+    dev_barrier();
+    u32 lid = dev_lid();
+    if (lid < 256u) {
+      u32 r = lid / 16u, j = lid % 16u, t = 16u * tt + j;
+      if (t < S) L->shared[t][r] = fmt_round_bf16(gemv_red_sum(&L->red, r, j));
+    }
+    dev_barrier();
+  }
+  /* combine, a work-item a (token, row pair) */
+  struct ar_view moe;
+  ffn_view(c, &moe, FFN_SITE_MOE);
+  for (u32 i = dev_lid(); i < S * 8u; i += FFN_CTA) {
+    u32 t = i / 8u, r = 2u * (i % 8u), v = 0;
+    for (u32 h = 0; h < 2u; h++) {
+      f32 a = 0.0f;
+      for (u32 k = 0; k < K; k++)
+        a = fmt_round_bf16(a + fmt_round_bf16(L->contrib[R->pos[t][k]][r + h] * R->wts[t][k]));
+      v |= (u32)fmt_bf16_from_f32(a + L->shared[t][r + h]) << (16u * h);
+    }
+    ar_push(&moe, t * (D / 2u) + 8u * rt + r / 2u, v);
+  }
+  dev_barrier();
+}
+
+/* ---------------------------------------------------------------- reduce */
+
+/* Slice j of the MoE output: the ranks' partials of columns 32j..32j+31, rank order, into out. */
+DEV_INLINE void ffn_reduce(struct ffn_ctx *c, u32 j) {
+  const u32 S = c->a->S, P = c->a->D / 2u, lid = dev_lid();
+  __global u32 *out = (__global u32 *)c->a->out;
+  u32 n = lid < S * 16u ? (lid + FFN_CTA < S * 16u ? 2u : 1u) : 0u;
+  if (!n) return;
+  u32 f = (lid / 16u) * P + 16u * j + lid % 16u, v[2] = {0, 0};
+  struct ar_view moe;
+  ffn_view(c, &moe, FFN_SITE_MOE);
+  if (c->ok && ar_reduce(&moe, f, (FFN_CTA / 16u) * P, n, v) != AR_OK) c->ok = 0;
+  out[f] = v[0];
+  if (n > 1u) out[f + (FFN_CTA / 16u) * P] = v[1];
+}
+
+#endif /* HM_FFN_ROUTED_H */

@@ -1,0 +1,112 @@
+/* device/ffn/router.h: the router (spec/mono.md §2.4): the bf16 GEMV of the normed rows against
+ * gate_w by K quarters (f32 logits), and the route: sqrtsoftplus + bias, top-k, weights x 1.5. */
+#ifndef HM_FFN_ROUTER_H
+#define HM_FFN_ROUTER_H
+
+#include "ffn.h"
+
+/* Router tasks: expert tiles of 16 x 4 K quarters x token tiles. */
+DEV_INLINE u32 ffn_router_tasks(const struct ffn_ctx *c) { return (c->a->E / 16u) * 4u * ffn_ntiles(c); }
+
+/* 16 bf16 (one MFMA operand of 8 K a lane) of row `row` of a [rows][K] bf16 matrix at K offset k. */
+DEV_INLINE u16x8 ffn_ld_bf16x8(dev_buf_t b, u32 row, u32 K, u32 k, int cp) {
+  u32x4 v = gemv_ld16(b, 2u * (row * K + k), cp);
+  return __builtin_bit_cast(u16x8, v);
+}
+
+/* One task: experts e0..e0+15 x tokens t0..t0+15 over K quarter q. In the quarter, wave w takes
+ * the 32-wide steps w, w + 8, ... in one accumulator (bf16 MFMA 16x16x32: lane l holds row l%16,
+ * K 8(l/16)..+7 of a step); the waves are added 0..7; the partial goes out as a tagged pair. */
+DEV_INLINE void ffn_router_task(const struct ffn_ctx *c, __local struct ffn_lds *lds, u32 task) {
+  __local struct ffn_lds_gemv *L = &lds->u.gemv;
+  const u32 S = c->a->S, D = c->a->D, E = c->a->E, ET = E / 16u;
+  const u32 et = task % ET, q = (task / ET) % 4u, tt = task / (ET * 4u);
+  const u32 e0 = 16u * et, t0 = 16u * tt, lane = dev_lane(), wave = dev_wave();
+  const u32 qk = D / 4u, qsteps = qk / 32u;
+  dev_buf_t W = dev_buf((__global const void *)c->a->gate_w, E * D * 2u);
+  dev_buf_t X = dev_buf(ffn_scr(c, c->a->L.normed), S * D * 2u);
+  /* the first weight step is in flight before the wait on the activations */
+  u32 s0 = wave, kl = 8u * (lane / 16u);
+  u16x8 a0 = 0;
+  if (s0 < qsteps) a0 = ffn_ld_bf16x8(W, e0 + lane % 16u, D, q * qk + 32u * s0 + kl, DEV_CP_NT);
+  u32 nt = S - t0 < 16u ? S - t0 : 16u;
+  ho_flags_wait(ffn_words(c, c->a->L.xrdy) + t0, 1u, nt, c->tag);
+  f32x4 acc = 0;
+  for (u32 s = s0; s < qsteps; s += 8u) {
+    u32 k = q * qk + 32u * s + kl, t = t0 + lane % 16u;
+    u16x8 a = s == s0 ? a0 : ffn_ld_bf16x8(W, e0 + lane % 16u, D, k, DEV_CP_NT);
+    u16x8 b = 0;
+    if (t < S) b = ffn_ld_bf16x8(X, t, D, k, DEV_CP_DEV);
+    acc = dev_mfma_f32_16x16x32_bf16(a, b, acc);
+  }
+  gemv_red_put(&L->red[0], wave, acc);
+  dev_barrier();
+  __global u64 *logit = ffn_pairs(c, c->a->L.logit);
+  for (u32 i = dev_lid(); i < 256u; i += FFN_CTA) {
+    u32 r = i / 16u, j = i % 16u, t = t0 + j;
+    if (t < S) ffn_put(c, &logit[((u64)t * E + e0 + r) * 4u + q], dev_bits_f32(gemv_red_sum(&L->red[0], r, j)));
+  }
+  dev_barrier();
+}
+
+/* sqrt(softplus(x)) through exp2 / log2 (hm_ref_sqrtsoftplus). */
+DEV_INLINE f32 ffn_sqrtsoftplus(f32 x) {
+  f32 sp = x > 20.0f ? x : dev_log2(1.0f + dev_exp2(x * FFN_LOG2E)) * FFN_LN2;
+  return dev_sqrt(sp);
+}
+
+/* Token t's route: logit = ((p0 + p1) + p2) + p3 (f32), score = sqrtsoftplus(logit), val =
+ * max(score + bias, -inf); top-k by val in the wave network's order (larger val first; equal vals
+ * by lane = expert % 64, then by expert / 64); weights = score x route_scale / max(sum, 1e-20),
+ * the scores of the picks in pick order. Out as tagged pairs (ids raw, weights f32 bits). */
+DEV_INLINE void ffn_route(const struct ffn_ctx *c, __local struct ffn_lds *lds, u32 t) {
+  __local struct ffn_lds_route *L = &lds->u.route;
+  const u32 E = c->a->E, K = c->a->topk, lid = dev_lid();
+  __global const u64 *logit = ffn_pairs(c, c->a->L.logit);
+  __global const f32 *bias = (__global const f32 *)c->a->bias;
+  if (lid < E) {
+    u32 v[FFN_BATCH];
+    ffn_get_batch(c, logit, ((u64)t * E + lid) * 4u, 1u, 4u, v);
+    f32 lg = ((dev_f32_bits(v[0]) + dev_f32_bits(v[1])) + dev_f32_bits(v[2])) + dev_f32_bits(v[3]);
+    f32 sc = ffn_sqrtsoftplus(lg);
+    L->score[lid] = sc;
+    L->val[lid] = ffn_max(sc + bias[lid], -INFINITY); /* a NaN becomes -inf (v_max_f32) */
+  }
+  dev_barrier();
+  if (dev_wave() == 0) {
+    const u32 l = dev_lane();
+    u32 taken = 0; /* bit i: expert l + 64 i taken */
+    f32 w_total = 0.0f;
+    u32 my_pick = 0; /* this lane's pick j (lane j < K) */
+    f32 my_w = 0.0f;
+    __global u64 *ids = ffn_pairs(c, c->a->L.ids) + (u64)t * K;
+    __global u64 *wts = ffn_pairs(c, c->a->L.wts) + (u64)t * K;
+    for (u32 j = 0; j < K; j++) {
+      /* this lane's best untaken expert: larger val, then smaller i */
+      u32 has = 0, bi = 0;
+      f32 bv = -INFINITY;
+      for (u32 i = 0; l + 64u * i < E; i++) {
+        if (taken >> i & 1u) continue;
+        f32 v = L->val[l + 64u * i];
+        if (!has || v > bv) has = 1, bi = i, bv = v;
+      }
+      f32 m = dev_wave_max_f32(has ? bv : -INFINITY);
+      u64 who = dev_ballot(has && bv == m);
+      u32 win = (u32)__builtin_ctzll(who);
+      u32 e = dev_shfl_u32(l + 64u * bi, win);
+      if (l == win) taken |= 1u << bi;
+      f32 sc = L->score[e];
+      f32 w = fmt_isnan(sc) ? 0.0f : sc; /* the unbiased score */
+      w_total = j == 0 ? w : w_total + w;
+      if (l == j) my_pick = e, my_w = w;
+    }
+    if (l < K) {
+      f32 scale = ffn_div(c->a->route_scale, ffn_max(w_total, 1e-20f));
+      ffn_put(c, &ids[l], my_pick);
+      ffn_put(c, &wts[l], dev_bits_f32(my_w * scale));
+    }
+  }
+  dev_barrier();
+}
+
+#endif /* HM_FFN_ROUTER_H */

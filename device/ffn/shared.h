@@ -1,0 +1,78 @@
+/* device/ffn/shared.h: the shared expert's gate/up (spec/mono.md §2.4): MXFP8 GEMVs of the rule-V
+ * input, clamped SiLU, and the rule-V quantisation of the activation (SMQ) for the down stage. */
+#ifndef HM_FFN_SHARED_H
+#define HM_FFN_SHARED_H
+
+#include "ffn.h"
+
+/* Shared tasks: 32 intermediate columns x token tiles. */
+DEV_INLINE u32 ffn_shared_tasks(const struct ffn_ctx *c) { return (c->a->Sh / 32u) * ffn_ntiles(c); }
+
+/* bf16(min(g,L) / (1 + expf(-min(g,L)))) then bf16(act * clamp(u, +-L)) (hm_ref_shared_act). */
+DEV_INLINE f32 ffn_shared_act(f32 g, f32 u, f32 limit) {
+  f32 gc = ffn_min(g, limit);
+  f32 act = fmt_round_bf16(ffn_div(gc, 1.0f + dev_expf(-gc)));
+  f32 uc = ffn_min(ffn_max(u, -limit), limit);
+  return fmt_round_bf16(act * uc);
+}
+
+/* Max of |v| over aligned groups of 32 lanes (every lane of the wave calls it). */
+DEV_INLINE f32 ffn_amax32(f32 v) {
+  f32 a = fmt_absf(v);
+  for (u32 off = 1; off < 32u; off <<= 1) {
+    f32 o = dev_shfl_xor_f32(a, off);
+    a = o > a ? o : a; /* a NaN is ignored, as fmt_mxfp8_quant's comparison does */
+  }
+  return a;
+}
+
+/* The 4 bytes of lanes 4k..4k+3 as one word, in lane 4k (every lane of the wave calls it). */
+DEV_INLINE u32 ffn_gather4(u32 byte) {
+  u32 l = dev_lane() & ~3u, w = 0;
+  for (u32 b = 0; b < 4u; b++) w |= (dev_shfl_u32(byte, l + b) & 0xffu) << (8u * b);
+  return w;
+}
+
+/* One task: columns 32cg..32cg+31 of tokens t0..t0+15. Gate rows 32cg.. and up rows Sh + 32cg..
+ * of sgu (4 row tiles); wave w takes the K steps w, w + 8, ... (§2.0 order), the waves are added
+ * 0..7, g and u rounded to bf16; the activation's rule-V codes and bytes, then the task's flag. */
+DEV_INLINE void ffn_shared_task(const struct ffn_ctx *c, __local struct ffn_lds *lds, u32 task) {
+  __local struct ffn_lds_gemv *L = &lds->u.gemv;
+  const u32 S = c->a->S, D = c->a->D, Sh = c->a->Sh, CG = Sh / 32u;
+  const u32 cg = task % CG, tt = task / CG, t0 = 16u * tt;
+  const u32 lane = dev_lane(), wave = dev_wave(), steps = D / 128u;
+  gemv_mx8 m = gemv_mx8_of((__global const u8 *)c->a->sgu, (__global const u8 *)c->a->sgu_s, 2u * Sh, D);
+  gemv_act x = gemv_act_of(ffn_scr(c, c->a->L.x8), ffn_scr(c, c->a->L.x8s), S, D);
+  const u32 row0[4] = {32u * cg, 32u * cg + 16u, Sh + 32u * cg, Sh + 32u * cg + 16u};
+  u32 nt = S - t0 < 16u ? S - t0 : 16u;
+  ho_flags_wait(ffn_words(c, c->a->L.xrdy) + t0, 1u, nt, c->tag);
+  f32x4 acc[4] = {0, 0, 0, 0};
+  for (u32 st = wave; st < steps; st += 8u) {
+    i32x8 b = gemv_ld_act(&x, t0, st, lane);
+    u32 sb = gemv_act_scale(&x, t0, st, lane);
+#pragma unroll
+    for (u32 r = 0; r < 4u; r++) {
+      u32 row = row0[r] + lane % 16u;
+      i32x8 a = gemv_ld_fp8(m.w, row * D, D, st, lane, DEV_CP_NT);
+      acc[r] = gemv_mfma_fp8(a, b, acc[r], gemv_mx8_scale(&m, row, 4u * st + lane / 16u), sb);
+    }
+  }
+#pragma unroll
+  for (u32 r = 0; r < 4u; r++) gemv_red_put(&L->red[r], wave, acc[r]);
+  dev_barrier();
+  /* work-item (token j = lid / 32, column i = lid % 32) */
+  const u32 lid = dev_lid(), j = lid / 32u, i = lid % 32u, t = t0 + j;
+  f32 g = fmt_round_bf16(gemv_red_sum(&L->red[i / 16u], i % 16u, j));
+  f32 u = fmt_round_bf16(gemv_red_sum(&L->red[2u + i / 16u], i % 16u, j));
+  f32 v = ffn_shared_act(g, u, c->a->swiglu_limit);
+  u32 code = fmt_mx_code_v(ffn_amax32(v));
+  u32 word = ffn_gather4(fmt_mx_e4m3(v, (u8)code));
+  if (t < S) {
+    if (i % 4u == 0) dev_st_u32((__global u32 *)ffn_scr(c, c->a->L.smq) + ((u64)t * Sh + 32u * cg + i) / 4u, word, DEV_CP_DEV);
+    if (i == 0) dev_st_u32(ffn_words(c, c->a->L.smc) + (u64)t * CG + cg, code, DEV_CP_DEV);
+  }
+  ho_flag_raise(ffn_words(c, c->a->L.srdy) + (u64)cg * ffn_ntiles(c) + tt, c->tag);
+  dev_barrier();
+}
+
+#endif /* HM_FFN_SHARED_H */

@@ -1,0 +1,162 @@
+/* device/gemv.h: the GEMV building blocks of the layer kernels on gfx950: operands of the scaled
+ * and bf16 MFMAs loaded in AMD's register layouts, the §2.0 K order, wave-ordered partial sums. */
+#ifndef HM_GEMV_H
+#define HM_GEMV_H
+
+#include "dev.h"
+
+#if DEV_HAS_SCALED_MFMA
+
+/* E8M0 1.0: the scale of a zero (ragged) K step (spec/mono.md §2.0). */
+#define GEMV_UNIT_SCALE 127u
+
+/* 16 bytes of buffer b at off with cache policy cp (a builtin's policy must be a constant: a
+ * variable one picks among them). */
+DEV_INLINE u32x4 gemv_ld16(dev_buf_t b, u32 off, int cp) {
+  if (cp == DEV_CP_DEV) return dev_buf_ld_u32x4(b, off, DEV_CP_DEV);
+  if (cp == DEV_CP_NT) return dev_buf_ld_u32x4(b, off, DEV_CP_NT);
+  return dev_buf_ld_u32x4(b, off, DEV_CP_PLAIN);
+}
+
+/* ---------------------------------------------------------------- operands of the scaled MFMA */
+
+/* v_mfma_scale_f32_16x16x128_f8f6f4, 8-bit operand of lane l (hsa/sim/isa/hm_isa.h): row or
+ * column l%16; K bytes 16(l/16)..+15 then 64+16(l/16)..+15 of the 128-wide step. Loaded from a
+ * row-major [rows][K] byte matrix through buffer b (row's first byte at `row_off`), zero past K. */
+DEV_INLINE i32x8 gemv_ld_fp8(dev_buf_t b, u32 row_off, u32 K, u32 step, u32 lane, int cp) {
+  u32 k0 = 128u * step + 16u * (lane / 16u);
+  u32x4 lo = 0, hi = 0;
+  if (k0 < K) lo = gemv_ld16(b, row_off + k0, cp);
+  if (k0 + 64u < K) hi = gemv_ld16(b, row_off + k0 + 64u, cp);
+  i32x8 r;
+  r[0] = (i32)lo[0], r[1] = (i32)lo[1], r[2] = (i32)lo[2], r[3] = (i32)lo[3];
+  r[4] = (i32)hi[0], r[5] = (i32)hi[1], r[6] = (i32)hi[2], r[7] = (i32)hi[3];
+  return r;
+}
+
+/* fp4 operand of lane l: 32 K (16 bytes) of row l%16, K block l/16 of the step; in aiter's
+ * (16,16) shuffle those 16 bytes sit at step*1024 + 16*l of the row group (device/layouts.h). */
+DEV_INLINE i32x8 gemv_ld_fp4(dev_buf_t b, u32 group_off, u32 step, u32 lane) {
+  u32x4 v = dev_buf_ld_u32x4(b, group_off + 1024u * step + 16u * lane, DEV_CP_NT);
+  i32x8 r = 0;
+  r[0] = (i32)v[0], r[1] = (i32)v[1], r[2] = (i32)v[2], r[3] = (i32)v[3];
+  return r;
+}
+
+DEV_INLINE f32x4 gemv_mfma_fp8(i32x8 a, i32x8 b, f32x4 c, u32 sa, u32 sb) {
+  return dev_mfma_scale_f32_16x16x128_f8f6f4(a, b, c, DEV_FMT_FP8, DEV_FMT_FP8, 0, sa, 0, sb);
+}
+DEV_INLINE f32x4 gemv_mfma_fp4(i32x8 a, i32x8 b, f32x4 c, u32 sa, u32 sb) {
+  return dev_mfma_scale_f32_16x16x128_f8f6f4(a, b, c, DEV_FMT_FP4, DEV_FMT_FP8, 0, sa, 0, sb);
+}
+
+/* ---------------------------------------------------------------- dense MXFP8 tiles */
+
+/* A dense MXFP8 matrix [N][K] (e4m3 bytes) with E8M0 codes [N/32][K/32] (32x32 blocks). */
+typedef struct {
+  dev_buf_t w, s;
+  u32 K;
+} gemv_mx8;
+
+/* Buffer sizes round up to whole dwords: the range check is per dword, and a table of codes
+ * whose length is not a multiple of 4 must still yield its last codes (the runner's allocations
+ * are page-granular, so the bytes past the end exist). */
+DEV_INLINE u32 gemv_dwords(u32 bytes) { return (bytes + 3u) & ~3u; }
+
+DEV_INLINE gemv_mx8 gemv_mx8_of(__global const u8 *w, __global const u8 *s, u32 N, u32 K) {
+  gemv_mx8 m;
+  m.w = dev_buf(w, N * K);
+  m.s = dev_buf(s, gemv_dwords((N / 32u) * ((K + 31u) / 32u)));
+  m.K = K;
+  return m;
+}
+
+/* Activations [S][K] (e4m3) with codes [S][K/32], written by an earlier stage (device scope). */
+typedef struct {
+  dev_buf_t x, s;
+  u32 K, S;
+  u32 words; /* codes a u32 each (written by different CTAs, so never sharing a word) */
+} gemv_act;
+
+DEV_INLINE gemv_act gemv_act_of(__global const u8 *x, __global const u8 *s, u32 S, u32 K) {
+  gemv_act a;
+  a.x = dev_buf(x, S * K);
+  a.s = dev_buf(s, gemv_dwords(S * (K / 32u)));
+  a.K = K, a.S = S, a.words = 0;
+  return a;
+}
+DEV_INLINE gemv_act gemv_act_of_words(__global const u8 *x, __global const u32 *s, u32 S, u32 K) {
+  gemv_act a;
+  a.x = dev_buf(x, S * K);
+  a.s = dev_buf(s, 4u * S * (K / 32u));
+  a.K = K, a.S = S, a.words = 1;
+  return a;
+}
+
+/* Byte i of a buffer, read as part of its dword. */
+DEV_INLINE u32 gemv_byte(dev_buf_t b, u32 i, int cp) {
+  u32 w = cp == DEV_CP_DEV ? dev_buf_ld_u32(b, i & ~3u, DEV_CP_DEV) : dev_buf_ld_u32(b, i & ~3u, DEV_CP_NT);
+  return (w >> (8u * (i & 3u))) & 0xffu;
+}
+
+/* This lane's scale byte for (row, K block) of a dense weight; unit scale past K. */
+DEV_INLINE u32 gemv_mx8_scale(const gemv_mx8 *m, u32 row, u32 block) {
+  u32 cols = (m->K + 31u) / 32u;
+  if (block >= cols) return GEMV_UNIT_SCALE;
+  return gemv_byte(m->s, (row / 32u) * cols + block, DEV_CP_NT);
+}
+
+/* The B operand (activation tokens t0..t0+15, lane's column l%16) and its scale for one step;
+ * columns past S are zero. */
+DEV_INLINE i32x8 gemv_ld_act(const gemv_act *a, u32 t0, u32 step, u32 lane) {
+  u32 t = t0 + lane % 16u;
+  if (t >= a->S) return (i32x8)0;
+  return gemv_ld_fp8(a->x, t * a->K, a->K, step, lane, DEV_CP_DEV);
+}
+DEV_INLINE u32 gemv_act_scale(const gemv_act *a, u32 t0, u32 step, u32 lane) {
+  u32 t = t0 + lane % 16u, block = 4u * step + lane / 16u, cols = a->K / 32u;
+  if (t >= a->S || block >= cols) return GEMV_UNIT_SCALE;
+  if (a->words) return dev_buf_ld_u32(a->s, 4u * (t * cols + block), DEV_CP_DEV) & 0xffu;
+  return gemv_byte(a->s, t * cols + block, DEV_CP_DEV);
+}
+
+/* One wave's part of rows row0..row0+15 of m times tokens t0..t0+15 of x: the K steps
+ * wave, wave+8, ... chained in one accumulator (spec/mono.md §2.0 GEMV K order). */
+DEV_INLINE f32x4 gemv_mx8_wave(const gemv_mx8 *m, const gemv_act *x, u32 row0, u32 t0, u32 wave) {
+  u32 lane = dev_lane(), steps = (m->K + 127u) / 128u, row = row0 + lane % 16u;
+  f32x4 acc = 0;
+  for (u32 st = wave; st < steps; st += 8u) {
+    i32x8 a = gemv_ld_fp8(m->w, row * m->K, m->K, st, lane, DEV_CP_NT);
+    i32x8 b = gemv_ld_act(x, t0, st, lane);
+    u32 sa = gemv_mx8_scale(m, row0 + lane % 16u, 4u * st + lane / 16u);
+    u32 sb = gemv_act_scale(x, t0, st, lane);
+    acc = gemv_mfma_fp8(a, b, acc, sa, sb);
+  }
+  return acc;
+}
+
+/* ---------------------------------------------------------------- wave partials */
+
+/* The 16x16 D tile of a wave lives as lane l: rows 4(l/16)..+3 of column l%16. Every wave stores
+ * its tile at red[wave]; after the barrier, (row i, column j) is summed over waves 0..7 in order. */
+typedef struct { f32 v[8][64][4]; } gemv_red;
+
+DEV_INLINE void gemv_red_put(__local gemv_red *r, u32 wave, f32x4 acc) {
+  u32 lane = dev_lane();
+  for (u32 k = 0; k < 4u; k++) r->v[wave][lane][k] = acc[k];
+}
+
+/* D[i][j] summed over the 8 waves in wave order 0..7. */
+DEV_INLINE f32 gemv_red_sum(__local const gemv_red *r, u32 i, u32 j) {
+  u32 lane = 16u * (i / 4u) + j, k = i % 4u;
+  f32 a = r->v[0][lane][k];
+  for (u32 w = 1; w < 8u; w++) a = a + r->v[w][lane][k];
+  return a;
+}
+/* D[i][j] of one wave's tile */
+DEV_INLINE f32 gemv_red_at(__local const gemv_red *r, u32 wave, u32 i, u32 j) {
+  return r->v[wave][16u * (i / 4u) + j][i % 4u];
+}
+
+#endif /* DEV_HAS_SCALED_MFMA */
+#endif /* HM_GEMV_H */

@@ -1,0 +1,79 @@
+/* device/handoff.h: hand-offs between the CTAs of one launch (spec/mono.md §3.3): tagged pairs
+ * (value and tag in one 8-byte device-scope store) and data-then-flag, with the epoch's tag. */
+#ifndef HM_HANDOFF_H
+#define HM_HANDOFF_H
+
+#include "dev.h"
+
+/* ---------------------------------------------------------------- tagged pairs */
+
+/* One 8-byte device-scope store of (value, tag): a consumer that sees the tag sees the value,
+ * with no flag and no store drain. Integer payloads travel as raw words (an f32 path could
+ * change a NaN's bits). */
+DEV_INLINE void ho_pair_put(__global u64 *slot, u32 value, u32 tag) {
+  dev_st_u64(slot, (u64)value | (u64)tag << 32, DEV_CP_DEV);
+}
+
+/* Wait until the pair carries `tag`; its value. */
+DEV_INLINE u32 ho_pair_get(__global const u64 *slot, u32 tag) {
+  u64 v;
+  DEV_POLL_UNTIL(((v = dev_ld_u64(slot, DEV_CP_DEV)) >> 32) == tag);
+  return (u32)v;
+}
+
+/* n pairs at slot[0], slot[stride], ...: polled together (all loads of a round issued before any
+ * is checked, as mono's batches of up to 12), values into out[0..n). */
+#define HO_BATCH 12u
+DEV_INLINE void ho_pairs_get(__global const u64 *slot, u32 stride, u32 n, u32 tag, u32 *out) {
+  for (u32 i0 = 0; i0 < n; i0 += HO_BATCH) {
+    u32 m = n - i0 < HO_BATCH ? n - i0 : HO_BATCH;
+    dev_poll_t p;
+    dev_poll_init(&p);
+    for (;;) {
+      u64 v[HO_BATCH];
+      for (u32 i = 0; i < m; i++) v[i] = dev_ld_u64(&slot[(u64)(i0 + i) * stride], DEV_CP_DEV);
+      u32 ok = 1;
+      for (u32 i = 0; i < m; i++) ok &= (u32)(v[i] >> 32) == tag;
+      if (ok) {
+        for (u32 i = 0; i < m; i++) out[i0 + i] = (u32)v[i];
+        break;
+      }
+      dev_poll_wait(&p);
+    }
+    dev_poll_done(&p);
+  }
+}
+
+/* ---------------------------------------------------------------- data, then a flag */
+
+/* Raise a flag over data every work-item of the CTA stored (device-scope stores): each waits for
+ * its own stores (a workgroup-scope release does not drain them outside tgsplit mode, §3.3),
+ * the barrier makes that CTA-wide, and one release store publishes the flag. Called by the whole
+ * CTA. */
+DEV_INLINE void ho_flag_raise(__global u32 *flag, u32 tag) {
+  dev_wait_stores();
+  dev_barrier();
+  if (dev_lid() == 0) dev_atomic_store_u32(flag, tag, DEV_RELEASE, DEV_SCOPE_AGENT);
+}
+
+/* Wait (the whole CTA) until flags[0], flags[stride], ... (n of them) all carry `tag`; then the
+ * data they publish may be read with device-scope loads. Lanes poll one flag each with acquire
+ * loads; the barrier holds the other work-items until all have arrived. */
+DEV_INLINE void ho_flags_wait(__global const u32 *flags, u32 stride, u32 n, u32 tag) {
+  for (u32 i = dev_lid(); i < n; i += dev_cta_size())
+    DEV_POLL_UNTIL(dev_atomic_load_u32(&flags[(u64)i * stride], DEV_ACQUIRE, DEV_SCOPE_AGENT) == tag);
+  dev_barrier();
+}
+
+/* ---------------------------------------------------------------- task tables */
+
+/* Task i of a stage placed from CTA `base` runs on CTA (base + i) % grid (spec/mono.md §3.1):
+ * this CTA's first task, then every grid-th. */
+DEV_INLINE u32 ho_first_task(u32 base) {
+  u32 g = dev_ncta();
+  /* uniform: a scalar, so a stage's loop guard is a scalar compare, not a lane mask */
+  return dev_readfirstlane_u32((dev_cta() + g - base % g) % g);
+}
+#define HO_FOR_TASKS(task, n, base) for (u32 task = ho_first_task(base); task < (n); task += dev_ncta())
+
+#endif /* HM_HANDOFF_H */

@@ -1,0 +1,151 @@
+/* layer/ffn_bind.c: what hm_ffn_create checks before anything runs (the rules of spec/mono.md §5
+ * that apply to the FFN launch, the kernel's limits, every weight's dtype and shape) and the upload. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ffn_internal.h"
+
+/* ---------------------------------------------------------------- eligibility */
+
+hm_status hm_ffn_check_agent(hm_agent *a, const hm_ffn_config *cfg) {
+  const hm_agent_info *ai = hm_agent_info_of(a);
+  if (strcmp(ai->name, "gfx950") != 0)
+    return hm_fail(HM_ERR_REFUSED,
+                   "FFN launch: spec/mono.md §5.1.2: the launch's kernel is built for gfx950 and agent %u is %s "
+                   "(gfx942 runs its own copies of the weights, not this kernel)",
+                   hm_agent_index(a), ai->name);
+  uint32_t min_cus = cfg && cfg->min_cus ? cfg->min_cus : 256;
+  if (ai->cus < min_cus)
+    return hm_fail(HM_ERR_REFUSED, "FFN launch: spec/mono.md §5.1.6: agent %u has %u CUs, the launch wants %u",
+                   hm_agent_index(a), ai->cus, min_cus);
+  return HM_OK;
+}
+
+hm_status hm_ffn_check_layer(const hm_layer_weights *w, const hm_ffn_config *cfg, uint32_t tp) {
+  const hm_layer_config *c = &w->cfg;
+  const hm_rank_dims *d = &w->dims;
+  bool draft = hm_config_is_draft(c);
+  if (tp != 2 && tp != 4)
+    return hm_fail(HM_ERR_REFUSED, "FFN launch: spec/mono.md §5.1.3: TP %u (the launch runs TP 2 or 4)", tp);
+  if (!(w->parts & HM_WPART_FFN))
+    return hm_fail(HM_ERR_INVALID_ARG, "FFN launch: layer %d's weights were built without the FFN part", c->layer);
+  if (w->dims.tp != tp)
+    return hm_fail(HM_ERR_INVALID_ARG, "FFN launch: the weights are for TP %u, the group is TP %u", w->dims.tp, tp);
+  /* §5.2.4: the routing the kernel implements */
+  if (d->shared_inter == 0) return hm_fail(HM_ERR_REFUSED, "FFN launch: spec/mono.md §5.2.4: no shared expert");
+  if (c->route_scale != 1.5f || c->swiglu_limit != 10.0f)
+    return hm_fail(HM_ERR_REFUSED,
+                   "FFN launch: spec/mono.md §5.2.4: routed scaling %g and swiglu limit %g (the launch implements "
+                   "1.5 and 10)",
+                   (double)c->route_scale, (double)c->swiglu_limit);
+  if (strcmp(c->model, "v41-flash") == 0 && !(cfg && cfg->reduced_experts)) {
+    uint32_t e = draft ? 128 : 384, k = draft ? 3 : 6;
+    if (c->experts != e || c->topk != k)
+      return hm_fail(HM_ERR_REFUSED,
+                     "FFN launch: spec/mono.md §5.2.4: %s layer %d routes top-%u of %u experts, DeepSeek-V4.1 "
+                     "routes top-%u of %u (a reduced test build sets hm_ffn_config.reduced_experts)",
+                     draft ? "draft" : "target", c->layer, c->topk, c->experts, k, e);
+  }
+  /* the kernel's own limits (device/kernels/ffn_args.h, device/ffn/ffn.h) */
+  if (c->experts % 16 || c->experts < 16 || c->experts > FFN_MAX_E)
+    return hm_fail(HM_ERR_REFUSED, "FFN launch: %u experts (the kernel takes multiples of 16 up to %u)", c->experts,
+                   FFN_MAX_E);
+  if (c->topk < 1 || c->topk > FFN_MAX_TOPK)
+    return hm_fail(HM_ERR_REFUSED, "FFN launch: top-%u (the kernel takes 1..%u)", c->topk, FFN_MAX_TOPK);
+  if (c->hidden % 256 || c->hidden > FFN_MAX_D)
+    return hm_fail(HM_ERR_REFUSED, "FFN launch: hidden %u (the kernel takes multiples of 256 up to %u)", c->hidden,
+                   FFN_MAX_D);
+  if (d->shared_inter % 32 || d->inter_pad % 128 || d->inter % 32 || c->ug_groups < 1 || c->ug_groups > 2)
+    return hm_fail(HM_ERR_REFUSED,
+                   "FFN launch: a rank's intermediates (routed %u padded %u, shared %u, %u groups a unit) are not "
+                   "whole tiles",
+                   d->inter, d->inter_pad, d->shared_inter, c->ug_groups);
+  return HM_OK;
+}
+
+/* ---------------------------------------------------------------- weights */
+
+struct want {
+  const char *name;
+  hm_dtype dt;
+  uint32_t ndim;
+  uint64_t shape[3];
+};
+
+static void describe(char *buf, size_t cap, hm_dtype dt, uint32_t ndim, const uint64_t *shape) {
+  int n = snprintf(buf, cap, "%s [", hm_dtype_st_name(dt));
+  for (uint32_t i = 0; i < ndim && n > 0 && (size_t)n < cap; i++)
+    n += snprintf(buf + n, cap - (size_t)n, "%s%llu", i ? ", " : "", (unsigned long long)shape[i]);
+  if (n > 0 && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, "]");
+}
+
+static hm_status check_tensor(const hm_layer_weights *w, const struct want *x, const hm_tensor **out) {
+  const hm_tensor *t = hm_tset_find(&w->set, x->name);
+  char want[96], have[96];
+  describe(want, sizeof want, x->dt, x->ndim, x->shape);
+  if (!t) return hm_fail(HM_ERR_INVALID_ARG, "FFN weights: %s is missing (the launch needs %s)", x->name, want);
+  bool ok = t->dtype == x->dt && t->ndim == x->ndim && t->data;
+  for (uint32_t i = 0; ok && i < x->ndim; i++) ok = t->shape[i] == x->shape[i];
+  if (!ok) {
+    describe(have, sizeof have, t->dtype, t->ndim, t->shape);
+    return hm_fail(HM_ERR_INVALID_ARG, "FFN weights: %s is %s, the launch needs %s", x->name, have, want);
+  }
+  *out = t;
+  return HM_OK;
+}
+
+/* Host bytes -> a new coarse-grained allocation of the agent, through a fine-grained staging
+ * buffer (the copy engine reads system memory the agent can reach, not any malloc'd page). */
+static hm_status upload(hm_agent *a, const void *src, size_t n, void *stage, size_t stage_bytes, void **out) {
+  hm_runtime *rt = hm_agent_runtime(a);
+  void *dst;
+  hm_status s = hm_mem_alloc(a, HM_POOL_COARSE, n, 256, &dst);
+  if (s) return s;
+  for (size_t o = 0; o < n; o += stage_bytes) {
+    size_t k = n - o < stage_bytes ? n - o : stage_bytes;
+    memcpy(stage, (const char *)src + o, k);
+    hm_signal none = {0};
+    if ((s = hm_mem_copy(rt, (char *)dst + o, stage, k, none))) {
+      hm_mem_free(rt, dst);
+      return s;
+    }
+  }
+  *out = dst;
+  return HM_OK;
+}
+
+hm_status hm_ffn_bind_weights(hm_ffn *f, const hm_layer_weights *w) {
+  const uint64_t D = f->cfg.hidden, E = f->cfg.experts, I = f->dims.inter_pad, Sh = f->dims.shared_inter;
+  const struct want want[FFN_T_COUNT] = {
+      [FFN_T_HC_FN] = {"hc_ffn_fn", HM_DT_F32, 2, {HM_MIX, HM_HC * D}},
+      [FFN_T_HC_SCALE] = {"hc_ffn_scale", HM_DT_F32, 1, {3}},
+      [FFN_T_HC_BASE] = {"hc_ffn_base", HM_DT_F32, 1, {HM_MIX}},
+      [FFN_T_NORM] = {"ffn_norm", HM_DT_BF16, 1, {D}},
+      [FFN_T_GATE_W] = {"gate_w", HM_DT_BF16, 2, {E, D}},
+      [FFN_T_BIAS] = {"bias", HM_DT_F32, 1, {E}},
+      [FFN_T_W13] = {"w13", HM_DT_FP4X2, 3, {E, 2 * I, D / 2}},
+      [FFN_T_W13_S] = {"w13_s", HM_DT_E8M0, 2, {E, 2 * I * (D / 32)}},
+      [FFN_T_W2] = {"w2", HM_DT_FP4X2, 3, {E, D, I / 2}},
+      [FFN_T_W2_S] = {"w2_s", HM_DT_E8M0, 2, {E, D * f->dims.w2_scale_cols}},
+      [FFN_T_SGU] = {"sgu", HM_DT_E4M3, 2, {2 * Sh, D}},
+      [FFN_T_SGU_S] = {"sgu_s", HM_DT_E8M0, 2, {2 * Sh / 32, D / 32}},
+      [FFN_T_SW2] = {"sw2", HM_DT_E4M3, 2, {D, Sh}},
+      [FFN_T_SW2_S] = {"sw2_s", HM_DT_E8M0, 2, {D / 32, Sh / 32}},
+  };
+  const hm_tensor *t[FFN_T_COUNT];
+  hm_status s;
+  for (int i = 0; i < FFN_T_COUNT; i++)
+    if ((s = check_tensor(w, &want[i], &t[i]))) return s;
+  const size_t stage_bytes = 64u << 20;
+  void *stage;
+  if ((s = hm_mem_alloc(f->agent, HM_POOL_HOST, stage_bytes, 0, &stage))) return s;
+  for (int i = 0; i < FFN_T_COUNT && !s; i++) s = upload(f->agent, t[i]->data, t[i]->nbytes, stage, stage_bytes, &f->w[i]);
+  hm_mem_free(f->rt, stage);
+  if (s) {
+    for (int i = 0; i < FFN_T_COUNT; i++)
+      if (f->w[i]) hm_mem_free(f->rt, f->w[i]), f->w[i] = NULL;
+    return hm_fail_prefix(s, "FFN weights: upload");
+  }
+  return HM_OK;
+}

@@ -1,0 +1,243 @@
+/* layer/ffn_launch.c: the FFN launch's runner: creation (checks, weights, heap regions, kernel),
+ * the per-width mailboxes, a step (persistent launch, wait, status) and a recorded step. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dev_persist.h"
+#include "epoch.h"
+#include "ffn_internal.h"
+
+static hm_status teardown(hm_ffn *f, hm_status s) {
+  if (!f) return s;
+  for (int i = 0; i < FFN_T_COUNT; i++)
+    if (f->w[i]) hm_mem_free(f->rt, f->w[i]);
+  for (uint32_t r = 0; r <= FFN_MAX_ROWS; r++)
+    if (f->width[r].scratch) hm_mem_free(f->rt, f->width[r].scratch);
+  for (uint32_t i = 0; i < f->nrecorded; i++) hm_mem_free(f->rt, f->recorded[i]);
+  free(f->recorded);
+  if (f->kernarg) hm_mem_free(f->rt, f->kernarg);
+  if (f->epoch) hm_mem_free(f->rt, f->epoch);
+  if (f->status) hm_mem_free(f->rt, f->status);
+  if (f->persist) hm_mem_free(f->rt, f->persist);
+  if (f->done.handle) hm_signal_destroy(f->rt, f->done);
+  free(f);
+  return s;
+}
+
+hm_status hm_ffn_create(hm_heap *heap, const hm_layer_weights *w, const hm_ffn_config *cfg, hm_ffn **out) {
+  if (!heap || !w || !out) return hm_fail(HM_ERR_INVALID_ARG, "hm_ffn_create: NULL argument");
+  *out = NULL;
+  hm_agent *a = hm_heap_agent(heap);
+  uint32_t tp = hm_heap_tp(heap), rank = hm_heap_rank(heap);
+  hm_status s;
+  if ((s = hm_ffn_check_agent(a, cfg)) || (s = hm_ffn_check_layer(w, cfg, tp))) return s;
+  if (w->rank != rank)
+    return hm_fail(HM_ERR_INVALID_ARG, "FFN launch: the weights are rank %u's, this heap is rank %u", w->rank, rank);
+  hm_ffn *f = calloc(1, sizeof *f);
+  if (!f) return hm_fail(HM_ERR_NO_MEMORY, "hm_ffn_create");
+  f->heap = heap, f->agent = a, f->rt = hm_agent_runtime(a);
+  f->cfg = w->cfg, f->dims = w->dims, f->rank = rank, f->tp = tp;
+  bool sim = hm_runtime_is_sim(f->rt);
+  f->peer_timeout_ns = cfg && cfg->peer_timeout_ns ? cfg->peer_timeout_ns : sim ? 600000000000ull : 10000000000ull;
+  f->step_timeout_ns = cfg && cfg->step_timeout_ns ? cfg->step_timeout_ns : f->peer_timeout_ns + 10000000000ull;
+  if ((s = hm_program_load(a, &f->prog)) || (s = hm_kernel_get(f->prog, "ffn", &f->kernel)) ||
+      (s = hm_persistent_grid(f->kernel, a, cfg && cfg->ctas ? cfg->ctas : hm_agent_info_of(a)->cus, 0, &f->grid)))
+    return teardown(f, hm_fail_prefix(s, "FFN launch"));
+  if ((s = hm_ffn_bind_weights(f, w))) return teardown(f, s);
+  /* the two all-reduces' inboxes, sized for the widest step */
+  size_t region = hm_allreduce_region_bytes(tp, FFN_MAX_ROWS, f->cfg.hidden);
+  if ((s = hm_heap_reserve(heap, region, &f->region_attn)) || (s = hm_heap_reserve(heap, region, &f->region_ffn)))
+    return teardown(f, hm_fail_prefix(s, "FFN launch: heap regions"));
+  struct ffn_args zero = {0};
+  if ((s = hm_mem_alloc(a, HM_POOL_COARSE, DEV_EPOCH_BYTES, 0, (void **)&f->epoch)) ||
+      (s = hm_mem_fill(f->rt, f->epoch, 0, DEV_EPOCH_WORDS)) ||
+      (s = hm_mem_alloc(a, HM_POOL_HOST, 64, 0, (void **)&f->status)) || (s = hm_persist_new(a, &f->persist)) ||
+      (s = hm_kernarg_new(a, &zero, sizeof zero, &f->kernarg)) || (s = hm_signal_create(f->rt, 0, &f->done)))
+    return teardown(f, s);
+  *f->status = 0;
+  *out = f;
+  return HM_OK;
+}
+
+void hm_ffn_destroy(hm_ffn *f) { teardown(f, HM_OK); }
+
+uint32_t hm_ffn_grid(const hm_ffn *f) { return f ? f->grid : 0; }
+const hm_layer_config *hm_ffn_layer(const hm_ffn *f) { return f ? &f->cfg : NULL; }
+
+/* ---------------------------------------------------------------- a step */
+
+static bool aligned4(const void *p) { return p && ((uintptr_t)p & 3) == 0; }
+
+hm_status hm_ffn_accepts(const hm_ffn *f, const hm_ffn_io *io) {
+  if (!f || !io) return hm_fail(HM_ERR_INVALID_ARG, "FFN step: NULL argument");
+  if (io->rows < 1 || io->rows > FFN_MAX_ROWS)
+    return hm_fail(HM_ERR_REFUSED, "FFN step: spec/mono.md §5.3.1: %u rows (the launch takes 1..%u)", io->rows,
+                   FFN_MAX_ROWS);
+  if (io->prefills)
+    return hm_fail(HM_ERR_REFUSED, "FFN step: spec/mono.md §5.3.4: %u prefill tokens (the launch is decode-only)",
+                   io->prefills);
+  const void *p[] = {io->part, io->res_in, io->post_in, io->comb_in, io->pre_in,
+                     io->out,  io->res_out, io->post_out, io->comb_out, io->pre_out};
+  static const char *names[] = {"part", "res_in", "post_in", "comb_in", "pre_in",
+                                "out",  "res_out", "post_out", "comb_out", "pre_out"};
+  for (unsigned i = 0; i < sizeof p / sizeof p[0]; i++)
+    if (!aligned4(p[i]))
+      return hm_fail(HM_ERR_INVALID_ARG, "FFN step: %s is %s", names[i], p[i] ? "not 4-byte aligned" : "NULL");
+  return HM_OK;
+}
+
+hm_status hm_ffn_prepare(hm_ffn *f, uint32_t rows) {
+  if (!f || rows < 1 || rows > FFN_MAX_ROWS) return hm_fail(HM_ERR_INVALID_ARG, "hm_ffn_prepare: rows %u", rows);
+  struct ffn_width *w = &f->width[rows];
+  if (w->scratch) return HM_OK;
+  ffn_scratch_layout(rows, f->cfg.hidden, f->cfg.experts, f->cfg.topk, f->dims.inter_pad, f->dims.inter,
+                     f->dims.shared_inter, f->cfg.ug_groups, &w->layout);
+  hm_status s = hm_mem_alloc(f->agent, HM_POOL_COARSE, w->layout.bytes, 0, &w->scratch);
+  if (s) return hm_fail_prefix(s, "FFN launch: width %u's mailboxes", rows);
+  if ((s = hm_mem_fill(f->rt, w->scratch, 0, w->layout.bytes / 4))) {
+    hm_mem_free(f->rt, w->scratch);
+    w->scratch = NULL;
+  }
+  return s;
+}
+
+const void *hm_ffn_scratch(const hm_ffn *f, uint32_t rows, struct ffn_scratch *layout) {
+  if (!f || rows < 1 || rows > FFN_MAX_ROWS || !f->width[rows].scratch) return NULL;
+  if (layout) *layout = f->width[rows].layout;
+  return f->width[rows].scratch;
+}
+
+static void fill_args(const hm_ffn *f, const hm_ffn_io *io, struct ffn_args *a) {
+  const hm_layer_config *c = &f->cfg;
+  memset(a, 0, sizeof *a);
+  a->part = (uintptr_t)io->part, a->res_in = (uintptr_t)io->res_in;
+  a->post_in = (uintptr_t)io->post_in, a->comb_in = (uintptr_t)io->comb_in, a->pre_in = (uintptr_t)io->pre_in;
+  a->hc_fn = (uintptr_t)f->w[FFN_T_HC_FN], a->hc_scale = (uintptr_t)f->w[FFN_T_HC_SCALE];
+  a->hc_base = (uintptr_t)f->w[FFN_T_HC_BASE], a->norm_w = (uintptr_t)f->w[FFN_T_NORM];
+  a->gate_w = (uintptr_t)f->w[FFN_T_GATE_W], a->bias = (uintptr_t)f->w[FFN_T_BIAS];
+  a->w13 = (uintptr_t)f->w[FFN_T_W13], a->w13_s = (uintptr_t)f->w[FFN_T_W13_S];
+  a->w2 = (uintptr_t)f->w[FFN_T_W2], a->w2_s = (uintptr_t)f->w[FFN_T_W2_S];
+  a->sgu = (uintptr_t)f->w[FFN_T_SGU], a->sgu_s = (uintptr_t)f->w[FFN_T_SGU_S];
+  a->sw2 = (uintptr_t)f->w[FFN_T_SW2], a->sw2_s = (uintptr_t)f->w[FFN_T_SW2_S];
+  a->out = (uintptr_t)io->out, a->res_out = (uintptr_t)io->res_out;
+  a->post_out = (uintptr_t)io->post_out, a->comb_out = (uintptr_t)io->comb_out, a->pre_out = (uintptr_t)io->pre_out;
+  a->scratch = (uintptr_t)f->width[io->rows].scratch;
+  a->L = f->width[io->rows].layout;
+  a->epoch = (uintptr_t)f->epoch, a->persist = (uintptr_t)f->persist;
+  a->region_attn = f->region_attn, a->region_ffn = f->region_ffn;
+  a->S = io->rows, a->D = c->hidden, a->E = c->experts, a->topk = c->topk;
+  a->I = f->dims.inter_pad, a->Ir = f->dims.inter, a->Sh = f->dims.shared_inter, a->w2_cols = f->dims.w2_scale_cols;
+  a->ug_groups = c->ug_groups, a->rank = f->rank, a->tp = f->tp, a->sinkhorn_iters = c->sinkhorn_iters;
+  a->route_scale = c->route_scale, a->swiglu_limit = c->swiglu_limit, a->eps = c->eps, a->hc_eps = c->hc_eps;
+  a->post_mult = c->post_mult;
+}
+
+static hm_status link_args(hm_ffn *f, struct ffn_args *a) {
+  return hm_heap_link(f->heap, f->status, f->peer_timeout_ns, &a->link);
+}
+
+/* What the launch left in its status word, as a status (kernels/ar_args.h's encoding). */
+static hm_status launch_status(const hm_ffn *f) {
+  uint32_t st = __atomic_load_n(f->status, __ATOMIC_ACQUIRE);
+  if (!st) return HM_OK;
+  uint32_t code = AR_STATUS_CODE(st), peer1 = AR_STATUS_PEER1(st), where = AR_STATUS_WHERE(st);
+  const char *site = where == FFN_SITE_ATTN ? "the attention output's all-reduce"
+                     : where == FFN_SITE_MOE ? "the MoE output's all-reduce"
+                                             : "an all-reduce";
+  if (code == AR_ERR_TIMEOUT && peer1)
+    return hm_fail(HM_ERR_PEER, "FFN launch (rank %u): rank %u's push in %s did not arrive within %.3f s", f->rank,
+                   peer1 - 1, site, (double)f->peer_timeout_ns / 1e9);
+  if (code == AR_ERR_ABORTED && peer1)
+    return hm_fail(HM_ERR_PEER, "FFN launch (rank %u): the host of rank %u stopped the group", f->rank, peer1 - 1);
+  return hm_fail(HM_ERR_PEER, "FFN launch (rank %u): the group failed (status 0x%08x)", f->rank, st);
+}
+
+hm_status hm_ffn_status(const hm_ffn *f) {
+  if (!f) return hm_fail(HM_ERR_INVALID_ARG, "hm_ffn_status: NULL");
+  return launch_status(f);
+}
+
+hm_status hm_layer_ffn(hm_ffn *f, hm_queue *q, const hm_ffn_io *io) {
+  hm_status s = hm_ffn_accepts(f, io);
+  if (s) return s;
+  if (!q) return hm_fail(HM_ERR_INVALID_ARG, "FFN step: NULL queue");
+  if ((s = hm_heap_check(f->heap))) return s;
+  if ((s = launch_status(f))) return s;
+  if ((s = hm_ffn_prepare(f, io->rows))) return s;
+  struct ffn_args *a = f->kernarg;
+  fill_args(f, io, a);
+  if ((s = link_args(f, a))) return s;
+  hm_signal_store(f->rt, f->done, 1);
+  hm_dispatch d = {.kernel = f->kernel, .ctas = f->grid, .kernarg = f->kernarg, .barrier = true, .completion = f->done};
+  d.acquire = d.release = HM_FENCE_SYSTEM;
+  if ((s = hm_persistent_launch(q, &d, f->persist, 0))) return s;
+  if ((s = hm_signal_wait(f->rt, f->done, HM_WAIT_LT, 1, f->step_timeout_ns, false, NULL)))
+    return hm_fail_prefix(s, "FFN step of %u rows", io->rows);
+  if ((s = hm_queue_status(q))) return s;
+  return launch_status(f);
+}
+
+hm_status hm_ffn_record(hm_ffn *f, hm_chain *c, const hm_ffn_io *io) {
+  hm_status s = hm_ffn_accepts(f, io);
+  if (s) return s;
+  if (!c) return hm_fail(HM_ERR_INVALID_ARG, "FFN record: NULL chain");
+  if (!f->width[io->rows].scratch)
+    return hm_fail(HM_ERR_INVALID_ARG, "FFN record: width %u has not run a step yet (hm_layer_ffn first)", io->rows);
+  if (f->nrecorded == f->caprecorded) {
+    uint32_t cap = f->caprecorded ? 2 * f->caprecorded : 4;
+    void **n = realloc(f->recorded, cap * sizeof *n);
+    if (!n) return hm_fail(HM_ERR_NO_MEMORY, "FFN record");
+    f->recorded = n, f->caprecorded = cap;
+  }
+  struct ffn_args a;
+  fill_args(f, io, &a);
+  if ((s = link_args(f, &a))) return s;
+  void *k;
+  if ((s = hm_kernarg_new(f->agent, &a, sizeof a, &k))) return s;
+  hm_dispatch d = {.kernel = f->kernel, .ctas = f->grid, .kernarg = k, .barrier = true};
+  d.acquire = d.release = HM_FENCE_SYSTEM;
+  if ((s = hm_chain_add_dispatch(c, &d))) {
+    hm_mem_free(f->rt, k);
+    return s;
+  }
+  f->recorded[f->nrecorded++] = k;
+  return HM_OK;
+}
+
+/* ---------------------------------------------------------------- the step's memory floor */
+
+hm_status hm_ffn_step_bytes(const hm_ffn *f, uint32_t rows, uint64_t *bytes, uint32_t *experts) {
+  if (!f || !bytes || rows < 1 || rows > FFN_MAX_ROWS || !f->width[rows].scratch)
+    return hm_fail(HM_ERR_INVALID_ARG, "hm_ffn_step_bytes: width %u has not run", rows);
+  const struct ffn_width *w = &f->width[rows];
+  const uint64_t S = rows, D = f->cfg.hidden, E = f->cfg.experts, K = f->cfg.topk;
+  const uint64_t I = f->dims.inter_pad, Ir = f->dims.inter, Sh = f->dims.shared_inter;
+  uint64_t *ids;
+  size_t n = (size_t)(S * K * 8);
+  hm_status s = hm_mem_alloc(f->agent, HM_POOL_HOST, n, 0, (void **)&ids);
+  if (s) return s;
+  hm_signal none = {0};
+  if ((s = hm_mem_copy(f->rt, ids, (const char *)w->scratch + w->layout.ids, n, none))) {
+    hm_mem_free(f->rt, ids);
+    return s;
+  }
+  uint8_t seen[FFN_MAX_E] = {0};
+  uint32_t u = 0;
+  for (uint64_t i = 0; i < S * K; i++) {
+    uint32_t e = (uint32_t)ids[i];
+    if (e < E && !seen[e]) seen[e] = 1, u++;
+  }
+  hm_mem_free(f->rt, ids);
+  /* a chosen expert: the gate/up rows of its real columns (parts in the padding never run) with
+   * their codes, and all of down (its K steps cover the padding) with its codes */
+  uint64_t ug_cols = (uint64_t)ffn_ug_parts((uint32_t)Ir, f->cfg.ug_groups) * 32 * f->cfg.ug_groups;
+  if (ug_cols > I) ug_cols = I;
+  uint64_t expert = 2 * ug_cols * D / 2 + 2 * ug_cols * D / 32 + D * I / 2 + D * f->dims.w2_scale_cols;
+  uint64_t shared = 2 * Sh * D + 2 * Sh / 32 * (D / 32) + D * Sh + D / 32 * (Sh / 32);
+  uint64_t router = E * D * 2 + E * 4;
+  uint64_t seam = (uint64_t)HM_MIX * HM_HC * D * 4 + D * 2 + 27 * 4;
+  uint64_t io = S * D * 2 /* part */ + 2 * S * HM_HC * D * 2 /* res in, out */ + S * D * 2 /* out */ + S * 24 * 4 * 2;
+  *bytes = u * expert + shared + router + seam + io;
+  if (experts) *experts = u;
+  return HM_OK;
+}

@@ -1,0 +1,408 @@
+/* tests/layer/test_ffn.c: the FFN launch (issue 7) on the software agent against the fp32
+ * reference, stage by stage and whole: TP 2 and 4, rows 1..48, the draft variant, replays, refusals. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats.h"
+#include "helpers.h"
+#include "hm_ffn_group.h"
+#include "kernels/ffn_args.h"
+
+/* ---------------------------------------------------------------- a case: weights, inputs, reference */
+
+typedef struct ffn_case {
+  hm_layer_config cfg;
+  uint32_t tp, S;
+  uint64_t seed;
+  const hm_layer_weights *w; /* the group's (tp of them) */
+  tl_ffn_inputs in;
+  hm_tensor_set ref;
+} ffn_case;
+
+/* A step of S rows on the group's weights w: inputs from `seed`, and the reference's trace. */
+static void case_make(ffn_case *c, const hm_layer_weights *w, uint32_t tp, uint32_t S, uint64_t seed) {
+  const hm_layer_config *cfg = &w[0].cfg;
+  memset(c, 0, sizeof *c);
+  c->cfg = *cfg, c->tp = tp, c->S = S, c->seed = seed, c->w = w;
+  tl_ffn_inputs_make(cfg, S, tp, seed, &c->in);
+  /* every rank's own wo_b part (std 0.5, bf16), so the reduce really adds tp terms */
+  for (uint32_t r = 0; r < tp; r++) {
+    char n[32];
+    snprintf(n, sizeof n, "test.part%u", r);
+    hm_gen_normal(seed, n, (uint64_t)S * cfg->hidden, 0.0f, 0.5f, true, c->in.parts[r]);
+  }
+  hm_tset_init(&c->ref);
+  hm_status st = hm_ref_ffn_launch(c->w, tp, S, (const float *const *)c->in.parts, c->in.res, c->in.post, c->in.comb,
+                                   c->in.pre, &c->ref);
+  ck_assert_msg(st == HM_OK, "reference: %s", hm_errmsg());
+}
+
+static void case_free(ffn_case *c) {
+  hm_tset_free(&c->ref);
+  tl_ffn_inputs_free(&c->in);
+}
+
+static hm_ffn_inputs case_inputs(const ffn_case *c) {
+  hm_ffn_inputs in = {.rows = c->S, .res = c->in.res, .post = c->in.post, .comb = c->in.comb, .pre = c->in.pre};
+  for (uint32_t r = 0; r < c->tp; r++) in.parts[r] = c->in.parts[r];
+  return in;
+}
+
+typedef struct outs {
+  hm_ffn_outputs o[4];
+} outs;
+
+static void outs_alloc(outs *o, uint32_t tp, uint32_t S, uint32_t D) {
+  for (uint32_t r = 0; r < tp; r++) {
+    o->o[r].x = calloc((size_t)S * D, 4);
+    o->o[r].res = calloc((size_t)S * 4 * D, 4);
+    o->o[r].post = calloc((size_t)S * 4, 4);
+    o->o[r].comb = calloc((size_t)S * 16, 4);
+    o->o[r].pre = calloc((size_t)S * 4, 4);
+  }
+}
+static void outs_free(outs *o, uint32_t tp) {
+  for (uint32_t r = 0; r < tp; r++)
+    free(o->o[r].x), free(o->o[r].res), free(o->o[r].post), free(o->o[r].comb), free(o->o[r].pre);
+}
+
+static hm_runtime *open_sim(void) {
+  hm_runtime *rt;
+  ck_assert_msg(hm_runtime_open("sim", &rt) == HM_OK, "sim: %s", hm_errmsg());
+  return rt;
+}
+
+static const hm_ffn_config small_grid = {.min_cus = 1, .reduced_experts = true};
+
+/* A copy of n bytes of device memory (through host-visible staging, as on a GPU). */
+static void *fetch(hm_runtime *rt, hm_agent *a, const void *dev, size_t n) {
+  void *stage, *out = malloc(n ? n : 1);
+  ck_assert_int_eq(hm_mem_alloc(a, HM_POOL_HOST, n, 0, &stage), HM_OK);
+  hm_signal none = {0};
+  ck_assert_int_eq(hm_mem_copy(rt, stage, dev, n, none), HM_OK);
+  memcpy(out, stage, n);
+  hm_mem_free(rt, stage);
+  return out;
+}
+
+/* ---------------------------------------------------------------- comparisons */
+
+/* The seam (reduce, fold, mixes, gate, collapse, norm) runs on the software agent in the
+ * reference's own order with the same libm calls (dev_exp2 = exp2f, dev_rsq = 1/sqrtf, IEEE
+ * divisions), so its outputs are bit-identical there. (On a GPU, v_exp/v_rcp/v_rsq are ~1 ulp
+ * off; hsa-mono-check ffn applies tolerances for that.) */
+static void expect_seam_exact(const ffn_case *c, const hm_ffn_outputs *o) {
+  const uint32_t S = c->S, D = c->cfg.hidden;
+  ck_assert_uint_eq(tl_count_diff(o->res, tl_f32(&c->ref, "out.res"), (uint64_t)S * 4 * D), 0);
+  ck_assert_uint_eq(tl_count_diff(o->post, tl_f32(&c->ref, "out.post"), (uint64_t)S * 4), 0);
+  ck_assert_uint_eq(tl_count_diff(o->comb, tl_f32(&c->ref, "out.comb"), (uint64_t)S * 16), 0);
+  ck_assert_uint_eq(tl_count_diff(o->pre, tl_f32(&c->ref, "out.pre"), (uint64_t)S * 4), 0);
+}
+
+/* The MoE output against the reference. The matrix instructions differ from the reference's
+ * model of them: the agent sums each instruction's products exactly and rounds once (hsa/sim/isa),
+ * the reference adds them one by one in f32. That moves GEMV results by a few f32 ulps, which
+ * now and then flips a bf16 rounding (g, u, mid, the shared output) or an e4m3 rounding (MID,
+ * SMQ) of one element: such an element moves by one step of that format (2^-8 relative for bf16,
+ * 2^-3 for e4m3), and it enters an output as one of ~I + Sh terms. Budget: the output's relative
+ * L2 error under 1e-2 (a flipped e4m3 step in a few of the ~10^3 terms of a sum is ~1e-3), its
+ * cosine above 0.9999, and at least 90 % of the elements bit-identical. */
+static void expect_moe_close(const ffn_case *c, const float *x) {
+  const uint64_t n = (uint64_t)c->S * c->cfg.hidden;
+  const float *ref = tl_f32(&c->ref, "out.x");
+  double rel = tl_rel_l2(x, ref, n), cos = tl_cosine(x, ref, n);
+  uint64_t diff = tl_count_diff(x, ref, n);
+  ck_assert_msg(rel < 1e-2 && cos > 0.9999 && diff <= n / 10,
+                "MoE output vs reference: rel L2 %.3g, cosine %.8f, %llu of %llu elements differ", rel, cos,
+                (unsigned long long)diff, (unsigned long long)n);
+}
+
+/* Every rank holds the same bits (the all-reduce sums in rank order on every rank). */
+static void expect_ranks_identical(const outs *o, uint32_t tp, uint32_t S, uint32_t D) {
+  for (uint32_t r = 1; r < tp; r++) {
+    ck_assert_msg(memcmp(o->o[r].x, o->o[0].x, (size_t)S * D * 4) == 0, "rank %u's x differs from rank 0's", r);
+    ck_assert(memcmp(o->o[r].res, o->o[0].res, (size_t)S * 4 * D * 4) == 0);
+    ck_assert(memcmp(o->o[r].comb, o->o[0].comb, (size_t)S * 16 * 4) == 0);
+  }
+}
+
+/* Stage checks from rank 0's mailboxes: the normed rows and both quantisations exactly; the
+ * route exactly, except where the two best candidates for a pick are within the GEMV's rounding
+ * of each other (a documented tie: DESIGN §6). */
+static void expect_stages(hm_runtime *rt, hm_ffn_group *g, const ffn_case *c) {
+  const uint32_t S = c->S, D = c->cfg.hidden, K = c->cfg.topk, E = c->cfg.experts;
+  hm_ffn *f = hm_ffn_group_rank(g, 0);
+  struct ffn_scratch L;
+  const uint8_t *dev = hm_ffn_scratch(f, S, &L);
+  ck_assert_ptr_nonnull(dev);
+  uint8_t *scr = fetch(rt, hm_agent_get(rt, 0), dev, L.bytes);
+  const uint16_t *normed = (const uint16_t *)(scr + L.normed);
+  const float *rn = tl_f32(&c->ref, "ffn.seam.normed");
+  uint64_t bad = 0;
+  for (uint64_t i = 0; i < (uint64_t)S * D; i++) bad += fmt_bf16_to_f32(normed[i]) != rn[i];
+  ck_assert_msg(bad == 0, "normed: %llu values differ", (unsigned long long)bad);
+  ck_assert_mem_eq(scr + L.x8r, tl_u8(&c->ref, "moe.x8r"), (size_t)S * D);
+  ck_assert_mem_eq(scr + L.x8rs, tl_u8(&c->ref, "moe.x8r_s"), (size_t)S * D / 32);
+  ck_assert_mem_eq(scr + L.x8, tl_u8(&c->ref, "moe.x8"), (size_t)S * D);
+  ck_assert_mem_eq(scr + L.x8s, tl_u8(&c->ref, "moe.x8_s"), (size_t)S * D / 32);
+  const uint64_t *ids = (const uint64_t *)(scr + L.ids), *wts = (const uint64_t *)(scr + L.wts);
+  const int32_t *rids = tl_i32(&c->ref, "router.ids");
+  const float *rw = tl_f32(&c->ref, "router.weights"), *lg = tl_f32(&c->ref, "router.logits");
+  for (uint32_t t = 0; t < S; t++)
+    for (uint32_t j = 0; j < K; j++) {
+      int32_t id = (int32_t)(uint32_t)ids[t * K + j];
+      float w = fmt_float((uint32_t)wts[t * K + j]);
+      if (id != rids[t * K + j]) {
+        /* a tie: the reference's logits of the two experts within 1e-5 relative */
+        ck_assert(id >= 0 && (uint32_t)id < E);
+        float a = lg[(uint64_t)t * E + (uint32_t)id], b = lg[(uint64_t)t * E + (uint32_t)rids[t * K + j]];
+        ck_assert_msg(fabsf(a - b) <= 1e-5f * fmaxf(fabsf(a), fabsf(b)),
+                      "token %u pick %u: expert %d, the reference chose %d (logits %.9g vs %.9g)", t, j, id,
+                      rids[t * K + j], a, b);
+        continue;
+      }
+      /* the weights follow the logits: a few f32 ulps apart */
+      ck_assert_msg(fabsf(w - rw[t * K + j]) <= 1e-5f * fabsf(rw[t * K + j]) + 1e-7f,
+                    "token %u pick %u: weight %.9g, reference %.9g", t, j, w, rw[t * K + j]);
+    }
+  free(scr);
+}
+
+static void run_and_check(const hm_layer_config *cfg, uint32_t tp, const uint32_t *rows, uint32_t nrows,
+                          uint64_t seed) {
+  hm_runtime *rt = open_sim();
+  hm_layer_weights w[4];
+  tl_build_group(cfg, tp, seed, HM_WPART_FFN, w);
+  hm_ffn_group *g;
+  hm_status st = hm_ffn_group_create(rt, w, tp, &small_grid, &g);
+  ck_assert_msg(st == HM_OK, "group: %s", hm_errmsg());
+  for (uint32_t i = 0; i < nrows; i++) {
+    ffn_case c;
+    case_make(&c, w, tp, rows[i], seed + i);
+    hm_ffn_inputs in = case_inputs(&c);
+    outs o;
+    outs_alloc(&o, tp, c.S, cfg->hidden);
+    st = hm_ffn_group_step(g, &in, 1, o.o, NULL);
+    ck_assert_msg(st == HM_OK, "%u rows: %s", c.S, hm_errmsg());
+    expect_ranks_identical(&o, tp, c.S, cfg->hidden);
+    expect_seam_exact(&c, &o.o[0]);
+    expect_stages(rt, g, &c);
+    expect_moe_close(&c, o.o[0].x);
+    outs_free(&o, tp);
+    case_free(&c);
+  }
+  hm_ffn_group_destroy(g);
+  tl_free_group(w, tp);
+  hm_runtime_close(rt);
+}
+
+/* ---------------------------------------------------------------- the tests */
+
+START_TEST(tiny_tp2_rows) {
+  hm_layer_config c = tl_config("tiny", 3, 0, 0);
+  const uint32_t rows[] = {1, 2, 7, 16, 48};
+  run_and_check(&c, 2, rows, 5, 1000);
+}
+END_TEST
+
+START_TEST(tiny_tp4_rows) {
+  hm_layer_config c = tl_config("tiny", 3, 0, 0);
+  const uint32_t rows[] = {1, 7, 48};
+  run_and_check(&c, 4, rows, 3, 2000);
+}
+END_TEST
+
+/* The draft layers' variant: 32 experts (128 at full size) top-3, one FP4 group a gate/up unit. */
+START_TEST(tiny_draft_tp2) {
+  hm_layer_config c = tl_config("tiny", 40, 0, 0);
+  ck_assert(hm_config_is_draft(&c));
+  ck_assert_uint_eq(c.topk, 3);
+  const uint32_t rows[] = {2, 16};
+  run_and_check(&c, 2, rows, 2, 3000);
+}
+END_TEST
+
+/* One full-size layer of DeepSeek-V4.1-Flash (hidden 5120, routed and shared intermediate 2304,
+ * so a TP4 rank's 576 padded to 640) with the expert count cut to 32 (top-6) so the weights and
+ * the software agent's time fit a test: every tile shape of the real layer, fewer experts. */
+START_TEST(full_dims_tp4) {
+  hm_layer_config c = tl_config("v41-flash", 3, 32, 6);
+  const uint32_t rows[] = {2};
+  run_and_check(&c, 4, rows, 1, 4000);
+}
+END_TEST
+
+/* 1,000 replays of a recorded step give the first step's bits on every rank, every time (the
+ * epoch tags each replay; nothing is cleared between them). Under chaos the agent is several
+ * times slower, and the same test runs 100 replays (the thousand run in the plain variant). */
+typedef struct replay_ctx {
+  const outs *first;
+  uint32_t S, D;
+} replay_ctx;
+
+static int same_as_first(void *ctx, uint32_t replay, uint32_t rank, const hm_ffn_outputs *o) {
+  const replay_ctx *c = ctx;
+  const hm_ffn_outputs *f = &c->first->o[0];
+  if (memcmp(o->x, f->x, (size_t)c->S * c->D * 4) || memcmp(o->res, f->res, (size_t)c->S * 4 * c->D * 4) ||
+      memcmp(o->post, f->post, (size_t)c->S * 16) || memcmp(o->comb, f->comb, (size_t)c->S * 64) ||
+      memcmp(o->pre, f->pre, (size_t)c->S * 16)) {
+    fprintf(stderr, "replay %u, rank %u: outputs differ from the first step's\n", replay, rank);
+    return 1;
+  }
+  return 0;
+}
+
+START_TEST(replays_bit_identical) {
+  hm_layer_config cfg = tl_config("tiny", 3, 0, 0);
+  hm_runtime *rt = open_sim();
+  hm_layer_weights w[2];
+  tl_build_group(&cfg, 2, 5000, HM_WPART_FFN, w);
+  ffn_case c;
+  case_make(&c, w, 2, 1, 5000);
+  hm_ffn_group *g;
+  ck_assert_msg(hm_ffn_group_create(rt, w, 2, &small_grid, &g) == HM_OK, "%s", hm_errmsg());
+  hm_ffn_inputs in = case_inputs(&c);
+  outs first, o;
+  outs_alloc(&first, 2, c.S, cfg.hidden);
+  outs_alloc(&o, 2, c.S, cfg.hidden);
+  ck_assert_msg(hm_ffn_group_step(g, &in, 1, first.o, NULL) == HM_OK, "%s", hm_errmsg());
+  expect_ranks_identical(&first, 2, c.S, cfg.hidden);
+  replay_ctx rc = {&first, c.S, cfg.hidden};
+  const char *chaos = getenv("HSAMONO_SIM_CHAOS");
+  uint32_t replays = chaos && *chaos ? 100 : 1000;
+  hm_status st = hm_ffn_group_replay(g, &in, replays, o.o, same_as_first, &rc);
+  ck_assert_msg(st == HM_OK, "%s", hm_errmsg());
+  outs_free(&first, 2);
+  outs_free(&o, 2);
+  hm_ffn_group_destroy(g);
+  case_free(&c);
+  tl_free_group(w, 2);
+  hm_runtime_close(rt);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- refusals and bad input */
+
+/* A one-rank heap on agent 0 (enough for hm_ffn_create's checks, which come first). */
+static hm_heap *heap_of(hm_runtime *rt, unsigned tp, unsigned rank) {
+  hm_boot_group *bg;
+  ck_assert_int_eq(hm_boot_group_create(tp, &bg), HM_OK);
+  hm_bootstrap b;
+  ck_assert_int_eq(hm_bootstrap_threads(bg, &b), HM_OK);
+  hm_heap_config hc = {.rank = rank, .tp = tp};
+  hm_heap *h;
+  ck_assert_msg(hm_heap_create(hm_agent_get(rt, 0), &hc, &b, &h) == HM_OK, "%s", hm_errmsg());
+  hm_bootstrap_release(&b);
+  hm_boot_group_destroy(bg);
+  return h;
+}
+
+static void expect_refused(hm_status st, const char *rule) {
+  ck_assert_msg(st == HM_ERR_REFUSED, "expected a refusal (%s), got %s: %s", rule, hm_status_name(st), hm_errmsg());
+  ck_assert_msg(strstr(hm_errmsg(), rule), "the refusal does not name %s: %s", rule, hm_errmsg());
+}
+
+START_TEST(create_refusals) {
+  hm_runtime *rt = open_sim();
+  hm_heap *h1 = heap_of(rt, 1, 0);
+  hm_layer_config tiny = tl_config("tiny", 3, 0, 0);
+  hm_layer_weights w = {.cfg = tiny, .parts = HM_WPART_FFN};
+  ck_assert_int_eq(hm_rank_dims_for(&tiny, 1, &w.dims), HM_OK);
+  hm_ffn *f = NULL;
+  /* §5.1.3: TP 1 */
+  expect_refused(hm_ffn_create(h1, &w, &small_grid, &f), "§5.1.3");
+  ck_assert_ptr_null(f);
+  /* §5.1.6: the software agent's 8 CUs against the default 256 */
+  ck_assert_int_eq(hm_rank_dims_for(&tiny, 2, &w.dims), HM_OK);
+  expect_refused(hm_ffn_create(h1, &w, NULL, &f), "§5.1.6");
+  hm_heap_destroy(h1);
+  hm_runtime_close(rt);
+}
+END_TEST
+
+START_TEST(create_refusals_tp2) {
+  hm_runtime *rt = open_sim();
+  hm_layer_weights w[2];
+  hm_layer_config tiny = tl_config("tiny", 3, 0, 0);
+  tl_build_group(&tiny, 2, 9, HM_WPART_FFN, w);
+  /* a TP2 group on two threads, so hm_ffn_create gets past the heap */
+  hm_ffn_group *g;
+  ck_assert_msg(hm_ffn_group_create(rt, w, 2, &small_grid, &g) == HM_OK, "%s", hm_errmsg());
+  hm_heap *h = hm_ffn_group_heap(g, 0);
+  hm_ffn *f = NULL;
+  /* §5.2.4: DeepSeek-V4.1's routing, unless the build says its experts are reduced */
+  hm_layer_weights v = {.parts = HM_WPART_FFN, .rank = 0};
+  v.cfg = tl_config("v41-flash", 3, 32, 6);
+  ck_assert_int_eq(hm_rank_dims_for(&v.cfg, 2, &v.dims), HM_OK);
+  hm_ffn_config strict = small_grid;
+  strict.reduced_experts = false;
+  expect_refused(hm_ffn_create(h, &v, &strict, &f), "§5.2.4");
+  v.cfg.route_scale = 2.0f;
+  expect_refused(hm_ffn_create(h, &v, &small_grid, &f), "§5.2.4");
+  /* a weight of the wrong shape: one line naming it, nothing created */
+  hm_tensor *t = hm_tset_find(&w[0].set, "w2_s");
+  ck_assert_ptr_nonnull(t);
+  t->shape[1] -= 8;
+  hm_status st = hm_ffn_create(h, &w[0], &small_grid, &f);
+  ck_assert_int_eq(st, HM_ERR_INVALID_ARG);
+  ck_assert_msg(strstr(hm_errmsg(), "w2_s") && !strchr(hm_errmsg(), '\n'), "%s", hm_errmsg());
+  ck_assert_ptr_null(f);
+  t->shape[1] += 8;
+  /* steps outside the launch's scope are refusals the caller falls back on */
+  hm_ffn *r0 = hm_ffn_group_rank(g, 0);
+  hm_ffn_io io = {.rows = 7};
+  int dummy[4];
+  io.part = io.res_in = io.post_in = io.comb_in = io.pre_in = (const float *)dummy;
+  io.out = io.res_out = io.post_out = io.comb_out = io.pre_out = (float *)dummy;
+  ck_assert_int_eq(hm_ffn_accepts(r0, &io), HM_OK);
+  io.rows = 49;
+  expect_refused(hm_ffn_accepts(r0, &io), "§5.3.1");
+  io.rows = 0;
+  expect_refused(hm_ffn_accepts(r0, &io), "§5.3.1");
+  io.rows = 7, io.prefills = 2;
+  expect_refused(hm_ffn_accepts(r0, &io), "§5.3.4");
+  io.prefills = 0, io.res_out = NULL;
+  ck_assert_int_eq(hm_ffn_accepts(r0, &io), HM_ERR_INVALID_ARG);
+  ck_assert(strstr(hm_errmsg(), "res_out"));
+  io.res_out = (char *)dummy + 2;
+  ck_assert_int_eq(hm_ffn_accepts(r0, &io), HM_ERR_INVALID_ARG);
+  hm_ffn_group_destroy(g);
+  tl_free_group(w, 2);
+  hm_runtime_close(rt);
+}
+END_TEST
+
+START_TEST(gfx942_refused) {
+  setenv("HSAMONO_SIM_ARCH", "gfx942", 1);
+  hm_runtime *rt = open_sim();
+  hm_heap *h = heap_of(rt, 1, 0);
+  hm_layer_config tiny = tl_config("tiny", 3, 0, 0);
+  hm_layer_weights w = {.cfg = tiny, .parts = HM_WPART_FFN};
+  ck_assert_int_eq(hm_rank_dims_for(&tiny, 2, &w.dims), HM_OK);
+  hm_ffn *f = NULL;
+  expect_refused(hm_ffn_create(h, &w, &small_grid, &f), "§5.1.2");
+  hm_heap_destroy(h);
+  hm_runtime_close(rt);
+}
+END_TEST
+
+Suite *hm_test_suite(void) {
+  Suite *s = suite_create("ffn");
+  /* a case a test, so CK_RUN_CASE picks one */
+  struct { const char *name; const TTest *t; } tests[] = {
+      {"create_refusals", create_refusals},   {"gfx942_refused", gfx942_refused},
+      {"create_refusals_tp2", create_refusals_tp2}, {"tiny_tp2_rows", tiny_tp2_rows},
+      {"tiny_tp4_rows", tiny_tp4_rows},       {"tiny_draft_tp2", tiny_draft_tp2},
+      {"replays_bit_identical", replays_bit_identical}, {"full_dims_tp4", full_dims_tp4},
+  };
+  for (unsigned i = 0; i < sizeof tests / sizeof *tests; i++) {
+    TCase *tc = tcase_create(tests[i].name);
+    tcase_set_timeout(tc, 1800);
+    tcase_add_test(tc, tests[i].t);
+    suite_add_tcase(s, tc);
+  }
+  return s;
+}

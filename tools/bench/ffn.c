@@ -1,0 +1,153 @@
+/* tools/bench/ffn.c: hsa-mono-bench ffn: µs a step of the FFN launch (a TP group in this process,
+ * a rank an agent), the bytes the step has to read, and the floor at the part's HBM bandwidth. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "hm_config.h"
+#include "hm_ffn_group.h"
+#include "hm_ref.h"
+
+/* MI355X (spec/performance.md): 8.0 TB/s peak HBM, ~7.2 TB/s measured streaming */
+#define HBM_PEAK 8.0e12
+#define HBM_REAL 7.2e12
+#define MAX_ROWS_LIST 8
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: hsa-mono-bench ffn [--tp N] [--rows R[,R...]] [--config v41-flash|tiny] [--layer L]\n"
+          "                          [--experts E --topk K] [--steps N] [--seed S]\n"
+          "\n"
+          "Runs the FFN launch of layer L (default 3) for a TP group (default 4) in this process, each rank\n"
+          "on its own agent, `steps` steps (default 10, after one warm-up) of generated inputs for each row\n"
+          "count (default 1,8), and prints µs a step on rank 0, the bytes the step has to read on a rank\n"
+          "(the chosen experts' weights, the shared expert, the router, the seam, the step's I/O) and the\n"
+          "floor those bytes take at MI355X's 8.0 TB/s peak (7.2 TB/s measured). On the software agent the\n"
+          "default build cuts the routed experts to 32 (top-6) so a step takes seconds, not minutes; its\n"
+          "times are CPU times, printed for the record, not GPU figures.\n");
+}
+
+int bench_ffn(int argc, char **argv) {
+  const char *model = "v41-flash";
+  long layer = 3, tp = 4, steps = 10, experts = -1, topk = 0;
+  unsigned long long seed = 1;
+  uint32_t rows[MAX_ROWS_LIST] = {1, 8};
+  unsigned nrows = 2;
+  static const struct option opts[] = {{"tp", required_argument, 0, 't'},      {"rows", required_argument, 0, 'r'},
+                                       {"config", required_argument, 0, 'c'},  {"layer", required_argument, 0, 'l'},
+                                       {"experts", required_argument, 0, 'e'}, {"topk", required_argument, 0, 'k'},
+                                       {"steps", required_argument, 0, 'n'},   {"seed", required_argument, 0, 's'},
+                                       {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+  int o;
+  optind = 1;
+  while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    switch (o) {
+      case 't': tp = strtol(optarg, NULL, 10); break;
+      case 'r': {
+        nrows = 0;
+        for (char *p = optarg; *p && nrows < MAX_ROWS_LIST;) {
+          rows[nrows++] = (uint32_t)strtoul(p, &p, 10);
+          if (*p == ',') p++;
+          else if (*p) break;
+        }
+        break;
+      }
+      case 'c': model = optarg; break;
+      case 'l': layer = strtol(optarg, NULL, 10); break;
+      case 'e': experts = strtol(optarg, NULL, 10); break;
+      case 'k': topk = strtol(optarg, NULL, 10); break;
+      case 'n': steps = strtol(optarg, NULL, 10); break;
+      case 's': seed = strtoull(optarg, NULL, 0); break;
+      case 'h': usage(stdout); return 0;
+      default: usage(stderr); return 2;
+    }
+  }
+  for (unsigned i = 0; i < nrows; i++)
+    if (rows[i] < 1 || rows[i] > HM_MAX_ROWS) {
+      fprintf(stderr, "hsa-mono-bench ffn: rows 1..%d\n", HM_MAX_ROWS);
+      return 2;
+    }
+  if ((tp != 2 && tp != 4) || steps < 1 || nrows == 0) {
+    usage(stderr);
+    return 2;
+  }
+  hm_runtime *rt = bench_open();
+  hm_layer_config cfg;
+  if (hm_config_by_name(model, (int32_t)layer, &cfg) != HM_OK) {
+    fprintf(stderr, "hsa-mono-bench ffn: %s\n", hm_errmsg());
+    return 2;
+  }
+  bool reduced = false;
+  if (experts < 0 && hm_runtime_is_sim(rt) && !strcmp(model, "v41-flash")) experts = 32, topk = topk ? topk : (long)cfg.topk;
+  if (experts > 0) {
+    if (hm_config_set_experts(&cfg, (uint32_t)experts, topk ? (uint32_t)topk : cfg.topk) != HM_OK) {
+      fprintf(stderr, "hsa-mono-bench ffn: %s\n", hm_errmsg());
+      return 2;
+    }
+    reduced = true;
+  }
+  printf("# FFN launch: %s layer %ld, hidden %u, %u experts top-%u%s, TP%ld, %ld steps a width\n", model, layer,
+         cfg.hidden, cfg.experts, cfg.topk, reduced ? " (REDUCED expert count)" : "", tp, steps);
+  hm_layer_weights w[4];
+  hm_gen gen = {0};
+  int rc = 1;
+  uint32_t built = 0;
+  hm_ffn_group *g = NULL;
+  if (hm_gen_init(&gen, &cfg, seed) != HM_OK) goto fail;
+  hm_source src = hm_gen_source(&gen);
+  hm_build_opts bo = {HM_WPART_FFN, 0};
+  for (; built < (uint32_t)tp; built++)
+    if (hm_weights_build(&cfg, (uint32_t)tp, built, &src, &bo, &w[built]) != HM_OK) goto fail;
+  hm_ffn_config fc = {.reduced_experts = reduced};
+  if (hm_runtime_is_sim(rt)) fc.min_cus = 1; /* the software agent's parts are small */
+  if (hm_ffn_group_create(rt, w, (uint32_t)tp, &fc, &g) != HM_OK) goto fail;
+  printf("# grid %u CTAs x 512 work-items a rank\n", hm_ffn_grid(hm_ffn_group_rank(g, 0)));
+  printf("%6s %12s %10s %12s %12s %12s %9s\n", "rows", "us/step", "experts", "bytes/rank", "floor_us@8.0",
+         "floor_us@7.2", "x_floor");
+  for (unsigned i = 0; i < nrows; i++) {
+    const uint32_t S = rows[i], D = cfg.hidden;
+    float *parts[4] = {0}, *res = malloc(sizeof(float) * S * 4 * D), *post = malloc(sizeof(float) * S * 4);
+    float *comb = malloc(sizeof(float) * S * 16), *pre = malloc(sizeof(float) * S * 4);
+    hm_ffn_inputs in = {.rows = S, .res = res, .post = post, .comb = comb, .pre = pre};
+    int ok = res && post && comb && pre;
+    for (uint32_t r = 0; ok && r < (uint32_t)tp; r++) {
+      char n[32];
+      snprintf(n, sizeof n, "bench.part%u", r);
+      ok = (parts[r] = malloc(sizeof(float) * S * D)) != NULL;
+      if (ok) hm_gen_normal(seed, n, (uint64_t)S * D, 0.0f, 0.5f, true, parts[r]);
+      in.parts[r] = parts[r];
+    }
+    if (ok) {
+      hm_gen_normal(seed, "bench.res", (uint64_t)S * 4 * D, 0.0f, 4.0f, true, res);
+      for (uint32_t t = 0; t < S; t++)
+        for (int k = 0; k < 4; k++) {
+          post[t * 4 + k] = 1.0f, pre[t * 4 + k] = 0.25f;
+          for (int m = 0; m < 4; m++) comb[t * 16 + 4 * k + m] = k == m ? 1.0f : 0.0f;
+        }
+    }
+    double ns = 0;
+    uint64_t bytes = 0;
+    uint32_t ne = 0;
+    hm_status st = ok ? hm_ffn_group_step(g, &in, 1, NULL, NULL) : HM_ERR_NO_MEMORY; /* warm-up: the width's mailboxes */
+    if (!st) st = hm_ffn_group_step(g, &in, (uint32_t)steps, NULL, &ns);
+    if (!st) st = hm_ffn_step_bytes(hm_ffn_group_rank(g, 0), S, &bytes, &ne);
+    for (uint32_t r = 0; r < 4; r++) free(parts[r]);
+    free(res), free(post), free(comb), free(pre);
+    if (st) goto fail;
+    double f8 = (double)bytes / HBM_PEAK * 1e6, f7 = (double)bytes / HBM_REAL * 1e6;
+    printf("%6u %12.1f %10u %12llu %12.2f %12.2f %9.1f%s\n", S, ns / 1e3, ne, (unsigned long long)bytes, f8, f7,
+           ns / 1e3 / f8, hm_runtime_is_sim(rt) ? "  (software agent: CPU time)" : "");
+  }
+  rc = 0;
+  goto done;
+fail:
+  fprintf(stderr, "hsa-mono-bench ffn: %s\n", hm_errmsg());
+done:
+  hm_ffn_group_destroy(g);
+  for (uint32_t r = 0; r < built; r++) hm_weights_free(&w[r]);
+  hm_gen_free(&gen);
+  hm_runtime_close(rt);
+  return rc;
+}
