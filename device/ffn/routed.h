@@ -226,6 +226,7 @@ DEV_INLINE void ffn_down_task(const struct ffn_ctx *c, __local struct ffn_lds *l
     }
     ar_push(&moe, t * (D / 2u) + 8u * rt + r / 2u, v);
   }
+  dev_wait_stores();
   dev_barrier();
 }
 

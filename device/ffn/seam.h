@@ -20,6 +20,9 @@ DEV_INLINE void ffn_push_parts(const struct ffn_ctx *c) {
       ar_push(&attn, f, part[f]);
     }
   }
+  /* the burst out before any wait (device/ar.h's advice; on the GPU about the round trip the
+   * peers need anyway) */
+  dev_wait_stores();
 }
 
 /* ---------------------------------------------------------------- slice (reduce, fold, collapse, mix) */

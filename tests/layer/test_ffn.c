@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "formats.h"
 #include "helpers.h"
@@ -284,6 +285,49 @@ START_TEST(replays_bit_identical) {
 }
 END_TEST
 
+/* A rank whose peer never runs its step ends it with HM_ERR_PEER naming that peer, within its
+ * bound (no hang: every stage still completes, with the failure recorded), a later step is
+ * refused at once, and the group tears down cleanly. */
+START_TEST(dead_peer_is_an_error) {
+  hm_layer_config cfg = tl_config("tiny", 3, 0, 0);
+  hm_runtime *rt = open_sim();
+  hm_layer_weights w[2];
+  tl_build_group(&cfg, 2, 6000, HM_WPART_FFN, w);
+  hm_ffn_config fc = small_grid;
+  fc.peer_timeout_ns = 2000000000ull;
+  hm_ffn_group *g;
+  ck_assert_msg(hm_ffn_group_create(rt, w, 2, &fc, &g) == HM_OK, "%s", hm_errmsg());
+  hm_agent *a = hm_agent_get(rt, 0);
+  hm_queue *q;
+  ck_assert_int_eq(hm_queue_create(a, 64, &q), HM_OK);
+  const uint32_t D = cfg.hidden;
+  void *buf[10];
+  const size_t bytes[10] = {2 * D, 8 * D, 16, 64, 16, 2 * D, 8 * D, 16, 64, 16};
+  for (int i = 0; i < 10; i++) {
+    ck_assert_int_eq(hm_mem_alloc(a, HM_POOL_COARSE, bytes[i], 0, &buf[i]), HM_OK);
+    ck_assert_int_eq(hm_mem_fill(rt, buf[i], 0, bytes[i] / 4), HM_OK);
+  }
+  hm_ffn_io io = {.rows = 1, .part = buf[0], .res_in = buf[1], .post_in = buf[2], .comb_in = buf[3],
+                  .pre_in = buf[4], .out = buf[5], .res_out = buf[6], .post_out = buf[7], .comb_out = buf[8],
+                  .pre_out = buf[9]};
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  hm_status st = hm_layer_ffn(hm_ffn_group_rank(g, 0), q, &io); /* rank 1 never runs */
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  ck_assert_msg(st == HM_ERR_PEER && strstr(hm_errmsg(), "rank 1"), "%s: %s", hm_status_name(st), hm_errmsg());
+  /* the bound is 2 s from the launch's start; the agent's own time on top is a few seconds */
+  ck_assert_msg(s >= 1.9 && s < 15.0, "the step ended after %.2f s", s);
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  ck_assert_int_eq(hm_layer_ffn(hm_ffn_group_rank(g, 0), q, &io), HM_ERR_PEER);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  ck_assert(t1.tv_sec - t0.tv_sec < 2);
+  hm_ffn_group_destroy(g);
+  tl_free_group(w, 2);
+  hm_runtime_close(rt);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- refusals and bad input */
 
 /* A one-rank heap on agent 0 (enough for hm_ffn_create's checks, which come first). */
@@ -397,6 +441,7 @@ Suite *hm_test_suite(void) {
       {"create_refusals_tp2", create_refusals_tp2}, {"tiny_tp2_rows", tiny_tp2_rows},
       {"tiny_tp4_rows", tiny_tp4_rows},       {"tiny_draft_tp2", tiny_draft_tp2},
       {"replays_bit_identical", replays_bit_identical}, {"full_dims_tp4", full_dims_tp4},
+      {"dead_peer_is_an_error", dead_peer_is_an_error},
   };
   for (unsigned i = 0; i < sizeof tests / sizeof *tests; i++) {
     TCase *tc = tcase_create(tests[i].name);

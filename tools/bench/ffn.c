@@ -18,20 +18,22 @@
 static void usage(FILE *f) {
   fprintf(f,
           "usage: hsa-mono-bench ffn [--tp N] [--rows R[,R...]] [--config v41-flash|tiny] [--layer L]\n"
-          "                          [--experts E --topk K] [--steps N] [--seed S]\n"
+          "                          [--experts E --topk K] [--steps N] [--seed S] [--ctas G]\n"
           "\n"
           "Runs the FFN launch of layer L (default 3) for a TP group (default 4) in this process, each rank\n"
-          "on its own agent, `steps` steps (default 10, after one warm-up) of generated inputs for each row\n"
-          "count (default 1,8), and prints µs a step on rank 0, the bytes the step has to read on a rank\n"
-          "(the chosen experts' weights, the shared expert, the router, the seam, the step's I/O) and the\n"
-          "floor those bytes take at MI355X's 8.0 TB/s peak (7.2 TB/s measured). On the software agent the\n"
-          "default build cuts the routed experts to 32 (top-6) so a step takes seconds, not minutes; its\n"
-          "times are CPU times, printed for the record, not GPU figures.\n");
+          "on its own agent, `steps` steps (default 100 on a GPU, 2 on the software agent, after one\n"
+          "warm-up) of generated inputs for each row count (default 1,8), and prints µs a step on rank 0,\n"
+          "the bytes the step has to read on a rank (the chosen experts' weights, the shared expert, the\n"
+          "router, the seam, the step's I/O) and the floor those bytes take at MI355X's 8.0 TB/s peak\n"
+          "(7.2 TB/s measured). On the software agent the default build cuts the routed experts to 32\n"
+          "(top-6) so a step takes seconds, not minutes; its times are CPU times, printed for the record,\n"
+          "not GPU figures, and its grid is 8 CTAs a rank (--ctas G: another grid; a GPU's default is one\n"
+          "CTA a CU).\n");
 }
 
 int bench_ffn(int argc, char **argv) {
   const char *model = "v41-flash";
-  long layer = 3, tp = 4, steps = 10, experts = -1, topk = 0;
+  long layer = 3, tp = 4, steps = 0, experts = -1, topk = 0, ctas = 0;
   unsigned long long seed = 1;
   uint32_t rows[MAX_ROWS_LIST] = {1, 8};
   unsigned nrows = 2;
@@ -39,6 +41,7 @@ int bench_ffn(int argc, char **argv) {
                                        {"config", required_argument, 0, 'c'},  {"layer", required_argument, 0, 'l'},
                                        {"experts", required_argument, 0, 'e'}, {"topk", required_argument, 0, 'k'},
                                        {"steps", required_argument, 0, 'n'},   {"seed", required_argument, 0, 's'},
+                                       {"ctas", required_argument, 0, 'g'},
                                        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
   int o;
   optind = 1;
@@ -60,6 +63,7 @@ int bench_ffn(int argc, char **argv) {
       case 'k': topk = strtol(optarg, NULL, 10); break;
       case 'n': steps = strtol(optarg, NULL, 10); break;
       case 's': seed = strtoull(optarg, NULL, 0); break;
+      case 'g': ctas = strtol(optarg, NULL, 10); break;
       case 'h': usage(stdout); return 0;
       default: usage(stderr); return 2;
     }
@@ -69,11 +73,12 @@ int bench_ffn(int argc, char **argv) {
       fprintf(stderr, "hsa-mono-bench ffn: rows 1..%d\n", HM_MAX_ROWS);
       return 2;
     }
-  if ((tp != 2 && tp != 4) || steps < 1 || nrows == 0) {
+  if ((tp != 2 && tp != 4) || steps < 0 || ctas < 0 || nrows == 0) {
     usage(stderr);
     return 2;
   }
   hm_runtime *rt = bench_open();
+  if (!steps) steps = hm_runtime_is_sim(rt) ? 2 : 100;
   hm_layer_config cfg;
   if (hm_config_by_name(model, (int32_t)layer, &cfg) != HM_OK) {
     fprintf(stderr, "hsa-mono-bench ffn: %s\n", hm_errmsg());
@@ -101,7 +106,10 @@ int bench_ffn(int argc, char **argv) {
   for (; built < (uint32_t)tp; built++)
     if (hm_weights_build(&cfg, (uint32_t)tp, built, &src, &bo, &w[built]) != HM_OK) goto fail;
   hm_ffn_config fc = {.reduced_experts = reduced};
-  if (hm_runtime_is_sim(rt)) fc.min_cus = 1; /* the software agent's parts are small */
+  /* the software agent runs a grid of 8 CTAs a rank (CPU threads; its parts' 256 CUs would take
+   * longer to start than the arrival check waits) unless --ctas says otherwise */
+  if (hm_runtime_is_sim(rt)) fc.min_cus = 1, fc.ctas = ctas ? (uint32_t)ctas : 8;
+  else if (ctas) fc.ctas = (uint32_t)ctas;
   if (hm_ffn_group_create(rt, w, (uint32_t)tp, &fc, &g) != HM_OK) goto fail;
   printf("# grid %u CTAs x 512 work-items a rank\n", hm_ffn_grid(hm_ffn_group_rank(g, 0)));
   printf("%6s %12s %10s %12s %12s %12s %9s\n", "rows", "us/step", "experts", "bytes/rank", "floor_us@8.0",
