@@ -45,24 +45,25 @@ static int compare(const char *name, const float *a, const float *ref, uint64_t 
 static void usage(FILE *f) {
   fprintf(f,
           "usage: hsa-mono-check ffn --tp N --rows R [--config v41-flash|tiny] [--layer L] [--experts E --topk K]\n"
-          "                          [--seed S]\n"
+          "                          [--seed S] [--ctas G]\n"
           "\n"
           "Runs the FFN launch of layer L (default 3) on a TP group of N ranks (2 or 4) in this process, each\n"
           "rank on its own agent (HSAMONO_RUNTIME: a GPU, or the software agent), on generated weights and\n"
           "inputs, and the fp32 reference on the same; prints per output (x, res, post, comb, pre) the\n"
           "max-abs and relative error and the cosine against the reference, checks that every rank holds the\n"
-          "same bits, and exits 1 past tolerance (2 on bad usage or a failed run).\n");
+          "same bits, and exits 1 past tolerance (2 on bad usage or a failed run). On the software agent the\n"
+          "grid is 8 CTAs a rank (CPU threads), on a GPU one CTA a CU; --ctas G sets another.\n");
 }
 
 int check_ffn(int argc, char **argv) {
   const char *model = "v41-flash";
-  long layer = 3, tp = 0, rows = 0, experts = 0, topk = 0;
+  long layer = 3, tp = 0, rows = 0, experts = 0, topk = 0, ctas = 0;
   unsigned long long seed = 1;
   static const struct option opts[] = {{"tp", required_argument, 0, 't'},      {"rows", required_argument, 0, 'r'},
                                        {"config", required_argument, 0, 'c'},  {"layer", required_argument, 0, 'l'},
                                        {"experts", required_argument, 0, 'e'}, {"topk", required_argument, 0, 'k'},
-                                       {"seed", required_argument, 0, 's'},    {"help", no_argument, 0, 'h'},
-                                       {0, 0, 0, 0}};
+                                       {"seed", required_argument, 0, 's'},    {"ctas", required_argument, 0, 'g'},
+                                       {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
   int o;
   optind = 1;
   while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -74,11 +75,12 @@ int check_ffn(int argc, char **argv) {
       case 'e': experts = strtol(optarg, NULL, 10); break;
       case 'k': topk = strtol(optarg, NULL, 10); break;
       case 's': seed = strtoull(optarg, NULL, 0); break;
+      case 'g': ctas = strtol(optarg, NULL, 10); break;
       case 'h': usage(stdout); return 0;
       default: usage(stderr); return 2;
     }
   }
-  if ((tp != 2 && tp != 4) || rows < 1 || rows > HM_MAX_ROWS) {
+  if ((tp != 2 && tp != 4) || rows < 1 || rows > HM_MAX_ROWS || ctas < 0) {
     usage(stderr);
     return 2;
   }
@@ -139,7 +141,10 @@ int check_ffn(int argc, char **argv) {
     if (!out[r].x || !out[r].res || !out[r].post || !out[r].comb || !out[r].pre) goto done;
   }
   hm_ffn_config fc = {.reduced_experts = experts != 0};
-  if (hm_runtime_is_sim(rt)) fc.min_cus = 1;
+  /* the software agent: 8 CTAs a rank (its parts' 256 CUs as threads would take longer to start
+   * than the arrival check waits), unless --ctas says otherwise */
+  if (hm_runtime_is_sim(rt)) fc.min_cus = 1, fc.ctas = ctas ? (uint32_t)ctas : 8;
+  else if (ctas) fc.ctas = (uint32_t)ctas;
   if (hm_ffn_group_create(rt, w, T, &fc, &g) != HM_OK || hm_ffn_group_step(g, &in, 1, out, NULL) != HM_OK) goto done;
   if (hm_ref_ffn_launch(w, T, S, in.parts, res, post, comb, pre, &ref) != HM_OK) goto done;
   rc = 0;

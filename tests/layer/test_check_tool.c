@@ -1,5 +1,6 @@
 /* tests/layer/test_check_tool.c: `hsa-mono-check ref` as a user runs it: the files it writes (inputs,
- * weights a rank, a file a stage) read back with the library's reader, and its refusals. */
+ * weights a rank, a file a stage) read back with the library's reader; `hsa-mono-check ffn` on the
+ * software agent; their refusals. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,11 +72,40 @@ START_TEST(ref_layer_files) {
 }
 END_TEST
 
+/* The FFN harness on the software agent (the tool's own default grid, the agent's default parts):
+ * a tiny layer at TP2 passes, every output reported, every rank holding the same bits; bad usage
+ * is exit status 2. */
+START_TEST(ffn_harness) {
+  const char *bin = getenv("HSAMONO_CHECK_BIN");
+  ck_assert_msg(bin != NULL, "HSAMONO_CHECK_BIN not set");
+  char cmd[1024], line[512];
+  snprintf(cmd, sizeof cmd, "HSAMONO_RUNTIME=sim %s ffn --config tiny --tp 2 --rows 7 --seed 3 2>&1", bin);
+  FILE *p = popen(cmd, "r");
+  ck_assert_ptr_nonnull(p);
+  unsigned oks = 0, pass = 0, same = 0;
+  while (fgets(line, sizeof line, p)) {
+    fputs(line, stderr); /* the log shows what the tool printed */
+    if (strstr(line, "max_abs") && strstr(line, " ok ")) oks++;
+    if (strstr(line, "rank 1: holds rank 0's bits")) same++;
+    if (!strcmp(line, "PASS\n")) pass++;
+  }
+  int rc = pclose(p);
+  ck_assert_msg(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "hsa-mono-check ffn exited %d", rc);
+  ck_assert_uint_eq(oks, 5); /* x, res, post, comb, pre */
+  ck_assert_uint_eq(same, 1);
+  ck_assert_uint_eq(pass, 1);
+  ck_assert_int_eq(run("ffn --config tiny --tp 3 --rows 7"), 2);
+  ck_assert_int_eq(run("ffn --config tiny --tp 2 --rows 49"), 2);
+  ck_assert_int_eq(run("ffn --config tiny --tp 2 --rows 7 --ctas -1"), 2);
+}
+END_TEST
+
 Suite *hm_test_suite(void) {
   Suite *s = suite_create("layer-check-tool");
   TCase *tc = tcase_create("tool");
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, ref_layer_files);
+  tcase_add_test(tc, ffn_harness);
   suite_add_tcase(s, tc);
   return s;
 }
