@@ -276,9 +276,12 @@ static hm_status unix_allgather(void *ctx, unsigned rank, unsigned tp, const voi
   }
   struct frame f;
   if (rank != 0) {
-    if (send_frame(c->fd[0], F_DATA, c, mine, bytes, deadline) != 1)
-      return give_up(c, "rank 0 (the rendezvous at %s) left during set-up step %llu", c->path,
-                     (unsigned long long)c->round);
+    if (send_frame(c->fd[0], F_DATA, c, mine, bytes, deadline) != 1) {
+      /* rank 0 may have failed the group and closed before this rank sent: its reason is waiting
+       * in this end's receive queue, and it names the root cause (a bare "rank 0 left" would not) */
+      int r = recv_header(c->fd[0], &f, hm_coll_now_ns() + 200000000ull);
+      return client_failure(c, r == 1 && f.kind == F_ERROR ? 1 : 0, &f);
+    }
     int r = recv_header(c->fd[0], &f, deadline + ANSWER_GRACE_NS);
     if (r != 1 || f.kind != F_RESULT) return client_failure(c, r, &f);
     if (f.round != c->round || f.bytes != (uint64_t)tp * bytes)

@@ -38,9 +38,11 @@ hm_status hm_ffn_create(hm_heap *heap, const hm_layer_weights *w, const hm_ffn_c
   f->heap = heap, f->agent = a, f->rt = hm_agent_runtime(a);
   f->cfg = w->cfg, f->dims = w->dims, f->rank = rank, f->tp = tp;
   bool sim = hm_runtime_is_sim(f->rt);
-  /* the software agent's default: 50 s, under its 60 s watchdog (a longer wait would end as a
-   * watchdog fault, not as the protocol's error naming the peer) */
-  f->peer_timeout_ns = cfg && cfg->peer_timeout_ns ? cfg->peer_timeout_ns : sim ? 50000000000ull : 10000000000ull;
+  /* The bound counts from the step's start, so on the software agent it must cover a whole step
+   * on loaded CPUs (a full-size step under chaos takes over a minute): 600 s there. A dead peer is
+   * then usually caught first by the agent's watchdog (no progress for 60 s), an error too; tests
+   * of the peer bound itself set a short one. */
+  f->peer_timeout_ns = cfg && cfg->peer_timeout_ns ? cfg->peer_timeout_ns : sim ? 600000000000ull : 10000000000ull;
   f->step_timeout_ns = cfg && cfg->step_timeout_ns ? cfg->step_timeout_ns : f->peer_timeout_ns + 10000000000ull;
   if ((s = hm_program_load(a, &f->prog)) || (s = hm_kernel_get(f->prog, "ffn", &f->kernel)) ||
       (s = hm_persistent_grid(f->kernel, a, cfg && cfg->ctas ? cfg->ctas : hm_agent_info_of(a)->cus, 0, &f->grid)))

@@ -25,8 +25,9 @@ typedef struct hm_ffn_config {
   /* §5.2.4 fixes the routing at (384, 6), draft (128, 3), for DeepSeek-V4.1-Flash; a test or
    * benchmark build with fewer experts (hm_config_set_experts) must say so here */
   bool reduced_experts;
-  /* how long a step may wait for its peers (0: 10 s on a GPU, 50 s on the software agent), and
-   * for the whole step to end (0: the peer bound plus 10 s) */
+  /* how long a step may wait for its peers, counted from its start (0: 10 s on a GPU, 600 s on
+   * the software agent, where a step takes CPU time), and for the whole step to end (0: the peer
+   * bound plus 10 s) */
   uint64_t peer_timeout_ns, step_timeout_ns;
 } hm_ffn_config;
 

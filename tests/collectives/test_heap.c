@@ -417,6 +417,52 @@ START_TEST(unix_rank_dies_during_setup) {
 }
 END_TEST
 
+/* The Unix bootstrap's rounds driven directly, ranks as threads of this process: round 1 (which
+ * makes the connections) on three threads, then round 2 in an order that makes the race of
+ * unix_rank_dies_during_setup certain: rank 2 leaves, rank 0 notices and tells rank 1 why, then
+ * closes; only then does rank 1 send its round-2 data, into a closed connection. Rank 1 must still
+ * report rank 0's reason (rank 2 left), not "rank 0 left". */
+struct boot_round {
+  hm_bootstrap *b;
+  unsigned rank;
+  hm_status s;
+  char msg[400];
+};
+static void *boot_round_main(void *arg) {
+  struct boot_round *r = arg;
+  uint64_t mine = r->rank, all[3];
+  r->s = r->b->allgather(r->b->ctx, r->rank, 3, &mine, sizeof mine, all, 20000000000ull);
+  snprintf(r->msg, sizeof r->msg, "%s", r->s ? hm_errmsg() : "");
+  return NULL;
+}
+
+START_TEST(unix_client_reads_why_after_rank0_closed) {
+  char dir[64], path[128];
+  t_tmpdir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/rv", dir);
+  hm_bootstrap b[3];
+  struct boot_round r[3];
+  pthread_t th[3];
+  for (unsigned i = 0; i < 3; i++) {
+    ck_assert_int_eq(hm_bootstrap_unix(path, &b[i]), HM_OK);
+    r[i] = (struct boot_round){.b = &b[i], .rank = i};
+    ck_assert_int_eq(pthread_create(&th[i], NULL, boot_round_main, &r[i]), 0);
+  }
+  for (unsigned i = 0; i < 3; i++) pthread_join(th[i], NULL);
+  for (unsigned i = 0; i < 3; i++) ck_assert_msg(r[i].s == HM_OK, "round 1, rank %u: %s", i, r[i].msg);
+  hm_bootstrap_release(&b[2]); /* rank 2 leaves */
+  boot_round_main(&r[0]);      /* rank 0 sees it, tells rank 1, closes */
+  ck_assert_int_eq(r[0].s, HM_ERR_PEER);
+  ck_assert_msg(strstr(r[0].msg, "rank 2 left during set-up step 2"), "rank 0: %s", r[0].msg);
+  boot_round_main(&r[1]);
+  ck_assert_int_eq(r[1].s, HM_ERR_PEER);
+  ck_assert_msg(strstr(r[1].msg, "rank 2 left during set-up step 2"), "rank 1: %s", r[1].msg);
+  hm_bootstrap_release(&b[0]);
+  hm_bootstrap_release(&b[1]);
+  rmdir_all(dir, path);
+}
+END_TEST
+
 /* A socket left behind by a rendezvous that crashed is replaced; anything else at the path is not
  * touched, and the set-up says why. */
 START_TEST(unix_stale_socket_and_foreign_file) {
@@ -459,6 +505,7 @@ Suite *hm_test_suite(void) {
   tcase_add_test(tc, unix_tp4_processes);
   tcase_add_test(tc, unix_rank_never_arrives);
   tcase_add_test(tc, unix_rank_dies_during_setup);
+  tcase_add_test(tc, unix_client_reads_why_after_rank0_closed);
   tcase_add_test(tc, unix_stale_socket_and_foreign_file);
   suite_add_tcase(s, tc);
   return s;
