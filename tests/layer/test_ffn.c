@@ -236,6 +236,14 @@ START_TEST(full_dims_tp4) {
 }
 END_TEST
 
+/* The same layer at TP2 (a rank's intermediate 1152, its gate/up parts twice TP4's), one row. */
+START_TEST(full_dims_tp2) {
+  hm_layer_config c = tl_config("v41-flash", 3, 32, 6);
+  const uint32_t rows[] = {1};
+  run_and_check(&c, 2, rows, 1, 4500);
+}
+END_TEST
+
 /* 1,000 replays of a recorded step give the first step's bits on every rank, every time (the
  * epoch tags each replay; nothing is cleared between them). Under chaos the agent is several
  * times slower, and the same test runs 100 replays (the thousand run in the plain variant). */
@@ -441,6 +449,7 @@ Suite *hm_test_suite(void) {
       {"create_refusals_tp2", create_refusals_tp2}, {"tiny_tp2_rows", tiny_tp2_rows},
       {"tiny_tp4_rows", tiny_tp4_rows},       {"tiny_draft_tp2", tiny_draft_tp2},
       {"replays_bit_identical", replays_bit_identical}, {"full_dims_tp4", full_dims_tp4},
+      {"full_dims_tp2", full_dims_tp2},
       {"dead_peer_is_an_error", dead_peer_is_an_error},
   };
   for (unsigned i = 0; i < sizeof tests / sizeof *tests; i++) {
