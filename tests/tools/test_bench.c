@@ -1,0 +1,115 @@
+/* tests/tools/test_bench.c: runs hsa-mono-bench as a user would, on the software agent: the FFN
+ * bench's table (labelled, its floor consistent with its bytes), and `host` without valgrind and
+ * with a valgrind that fails (each said as what it is). */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* Run `[env] hsa-mono-bench args` through the shell; stdout (and stderr, appended) into out (caller
+ * frees); the exit status. */
+static int run_bench(const char *env, const char *args, char **out) {
+  const char *bin = getenv("HSAMONO_BENCH_BIN");
+  ck_assert_msg(bin != NULL, "HSAMONO_BENCH_BIN not set");
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "%s %s %s 2>&1", env ? env : "", bin, args);
+  FILE *p = popen(cmd, "r");
+  ck_assert_ptr_nonnull(p);
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap);
+  for (size_t r; (r = fread(buf + n, 1, cap - 1 - n, p)) > 0;) {
+    n += r;
+    if (n + 1 == cap) buf = realloc(buf, cap *= 2);
+  }
+  buf[n] = 0;
+  fputs(buf, stderr); /* the test log shows what the tool printed */
+  int st = pclose(p);
+  *out = buf;
+  ck_assert(WIFEXITED(st));
+  return WEXITSTATUS(st);
+}
+
+/* The FFN bench on a tiny layer at TP2: a row a width, labelled as the software agent's CPU time;
+ * one token picks exactly top-k distinct experts; the floor is the bytes at 8.0 and 7.2 TB/s. */
+START_TEST(ffn_table) {
+  char *out;
+  ck_assert_int_eq(run_bench("HSAMONO_RUNTIME=sim", "ffn --config tiny --tp 2 --rows 1,3 --steps 1", &out), 0);
+  ck_assert_ptr_nonnull(strstr(out, "on the SOFTWARE AGENT"));
+  unsigned seen = 0;
+  for (char *l = strtok(out, "\n"); l; l = strtok(NULL, "\n")) {
+    unsigned rows, experts;
+    double us, bytes, f8, f72, x;
+    if (sscanf(l, " %u %lf %u %lf %lf %lf %lf", &rows, &us, &experts, &bytes, &f8, &f72, &x) != 7) continue;
+    ck_assert_ptr_nonnull(strstr(l, "(software agent: CPU time)"));
+    ck_assert(rows == 1 || rows == 3);
+    if (rows == 1) ck_assert_uint_eq(experts, 6);
+    else ck_assert(experts >= 6 && experts <= 18);
+    ck_assert_msg(bytes > 1e6 && us > 0, "%s", l);
+    /* bytes / (8.0e12 B/s) in µs, printed to 2 decimals */
+    ck_assert_msg(fabs(f8 - bytes / 8.0e6) <= 0.006 && fabs(f72 - bytes / 7.2e6) <= 0.006, "%s", l);
+    seen |= 1u << (rows == 3);
+  }
+  ck_assert_uint_eq(seen, 3);
+  free(out);
+}
+END_TEST
+
+START_TEST(ffn_bad_usage) {
+  char *out;
+  ck_assert_int_eq(run_bench(NULL, "ffn --tp 3", &out), 2);
+  free(out);
+  ck_assert_int_eq(run_bench(NULL, "ffn --rows 49", &out), 2);
+  free(out);
+  ck_assert_int_eq(run_bench(NULL, "ffn --ctas -2", &out), 2);
+  free(out);
+}
+END_TEST
+
+/* host with no valgrind on PATH: the timings, and a line saying why there are no counts. */
+START_TEST(host_without_valgrind) {
+  char dir[] = "/tmp/hm-bench-XXXXXX", env[64], *out;
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(env, sizeof env, "PATH=%s", dir);
+  ck_assert_int_eq(run_bench(env, "host --packets 100 --replays 10", &out), 0);
+  ck_assert_ptr_nonnull(strstr(out, "dispatch packet"));
+  ck_assert_ptr_nonnull(strstr(out, "callgrind not available"));
+  free(out);
+  rmdir(dir);
+}
+END_TEST
+
+/* host with a valgrind that fails: said as a failed run (exit 1), not as "not installed". */
+START_TEST(host_failed_callgrind) {
+  char dir[] = "/tmp/hm-bench-XXXXXX", fake[64], env[64], *out;
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(fake, sizeof fake, "%s/valgrind", dir);
+  FILE *f = fopen(fake, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs("#!/bin/sh\necho 'valgrind: the impossible happened' >&2\nexit 1\n", f);
+  fclose(f);
+  ck_assert_int_eq(chmod(fake, 0755), 0);
+  snprintf(env, sizeof env, "PATH=%s", dir);
+  ck_assert_int_eq(run_bench(env, "host --packets 100 --replays 10", &out), 1);
+  ck_assert_ptr_nonnull(strstr(out, "the callgrind run failed"));
+  ck_assert_ptr_null(strstr(out, "not available"));
+  free(out);
+  unlink(fake);
+  rmdir(dir);
+}
+END_TEST
+
+Suite *hm_test_suite(void) {
+  Suite *s = suite_create("bench");
+  TCase *tc = tcase_create("bench");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, ffn_table);
+  tcase_add_test(tc, ffn_bad_usage);
+  tcase_add_test(tc, host_without_valgrind);
+  tcase_add_test(tc, host_failed_callgrind);
+  suite_add_tcase(s, tc);
+  return s;
+}
