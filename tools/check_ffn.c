@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "ffn_tool.h"
 #include "formats.h"
 #include "hm_ffn_group.h"
 #include "hm_ref.h"
@@ -85,9 +86,8 @@ int check_ffn(int argc, char **argv) {
     return 2;
   }
   hm_layer_config cfg;
-  if (hm_config_by_name(model, (int32_t)layer, &cfg) != HM_OK ||
-      ((experts || topk) && hm_config_set_experts(&cfg, experts ? (uint32_t)experts : cfg.experts,
-                                                  topk ? (uint32_t)topk : cfg.topk) != HM_OK)) {
+  bool reduced;
+  if (ffn_tool_layer(model, layer, experts, topk, &cfg, &reduced) != HM_OK) {
     fprintf(stderr, "hsa-mono-check ffn: %s\n", hm_errmsg());
     return 2;
   }
@@ -140,11 +140,7 @@ int check_ffn(int argc, char **argv) {
     out[r].post = malloc(16 * S), out[r].comb = malloc(64 * S), out[r].pre = malloc(16 * S);
     if (!out[r].x || !out[r].res || !out[r].post || !out[r].comb || !out[r].pre) goto done;
   }
-  hm_ffn_config fc = {.reduced_experts = experts != 0};
-  /* the software agent: 8 CTAs a rank (its parts' 256 CUs as threads would take longer to start
-   * than the arrival check waits), unless --ctas says otherwise */
-  if (hm_runtime_is_sim(rt)) fc.min_cus = 1, fc.ctas = ctas ? (uint32_t)ctas : 8;
-  else if (ctas) fc.ctas = (uint32_t)ctas;
+  hm_ffn_config fc = ffn_tool_launch(rt, reduced, ctas);
   if (hm_ffn_group_create(rt, w, T, &fc, &g) != HM_OK || hm_ffn_group_step(g, &in, 1, out, NULL) != HM_OK) goto done;
   if (hm_ref_ffn_launch(w, T, S, in.parts, res, post, comb, pre, &ref) != HM_OK) goto done;
   rc = 0;

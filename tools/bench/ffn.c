@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../ffn_tool.h"
 #include "bench.h"
 #include "hm_config.h"
 #include "hm_ffn_group.h"
@@ -79,19 +80,13 @@ int bench_ffn(int argc, char **argv) {
   }
   hm_runtime *rt = bench_open();
   if (!steps) steps = hm_runtime_is_sim(rt) ? 2 : 100;
+  /* the software agent's default: 32 experts of V4.1-Flash's 384, so a step takes seconds */
+  if (experts < 0) experts = hm_runtime_is_sim(rt) && !strcmp(model, "v41-flash") ? 32 : 0;
   hm_layer_config cfg;
-  if (hm_config_by_name(model, (int32_t)layer, &cfg) != HM_OK) {
+  bool reduced;
+  if (ffn_tool_layer(model, layer, experts, topk, &cfg, &reduced) != HM_OK) {
     fprintf(stderr, "hsa-mono-bench ffn: %s\n", hm_errmsg());
     return 2;
-  }
-  bool reduced = false;
-  if (experts < 0 && hm_runtime_is_sim(rt) && !strcmp(model, "v41-flash")) experts = 32, topk = topk ? topk : (long)cfg.topk;
-  if (experts > 0) {
-    if (hm_config_set_experts(&cfg, (uint32_t)experts, topk ? (uint32_t)topk : cfg.topk) != HM_OK) {
-      fprintf(stderr, "hsa-mono-bench ffn: %s\n", hm_errmsg());
-      return 2;
-    }
-    reduced = true;
   }
   printf("# FFN launch: %s layer %ld, hidden %u, %u experts top-%u%s, TP%ld, %ld steps a width\n", model, layer,
          cfg.hidden, cfg.experts, cfg.topk, reduced ? " (REDUCED expert count)" : "", tp, steps);
@@ -105,11 +100,7 @@ int bench_ffn(int argc, char **argv) {
   hm_build_opts bo = {HM_WPART_FFN, 0};
   for (; built < (uint32_t)tp; built++)
     if (hm_weights_build(&cfg, (uint32_t)tp, built, &src, &bo, &w[built]) != HM_OK) goto fail;
-  hm_ffn_config fc = {.reduced_experts = reduced};
-  /* the software agent runs a grid of 8 CTAs a rank (CPU threads; its parts' 256 CUs would take
-   * longer to start than the arrival check waits) unless --ctas says otherwise */
-  if (hm_runtime_is_sim(rt)) fc.min_cus = 1, fc.ctas = ctas ? (uint32_t)ctas : 8;
-  else if (ctas) fc.ctas = (uint32_t)ctas;
+  hm_ffn_config fc = ffn_tool_launch(rt, reduced, ctas);
   if (hm_ffn_group_create(rt, w, (uint32_t)tp, &fc, &g) != HM_OK) goto fail;
   printf("# grid %u CTAs x 512 work-items a rank\n", hm_ffn_grid(hm_ffn_group_rank(g, 0)));
   printf("%6s %12s %10s %12s %12s %12s %9s\n", "rows", "us/step", "experts", "bytes/rank", "floor_us@8.0",
