@@ -44,6 +44,27 @@ DEV_INLINE void ho_pairs_get(__global const u64 *slot, u32 stride, u32 n, u32 ta
   }
 }
 
+/* Up to HO_GET_BATCH pairs carrying `tag` at slots[i0 + i * stride] (i < n), waited for together: all
+ * loads of a round in flight at once, one round trip for the batch (spec/mono.md §3.3). `out` is
+ * indexed by constants after unrolling, so it stays in registers. */
+#define HO_GET_BATCH 8u
+DEV_INLINE void ho_get_batch(u32 tag, __global const u64 *slots, u64 i0, u64 stride, u32 n, u32 out[HO_GET_BATCH]) {
+  u32 have = 0, want = n >= HO_GET_BATCH ? 0xffu : (1u << n) - 1u;
+  dev_poll_t p;
+  dev_poll_init(&p);
+  for (;;) {
+#pragma unroll
+    for (u32 i = 0; i < HO_GET_BATCH; i++)
+      if ((want & ~have) >> i & 1u) {
+        u64 v = dev_ld_u64(&slots[i0 + i * stride], DEV_CP_DEV);
+        if ((u32)(v >> 32) == tag) out[i] = (u32)v, have |= 1u << i;
+      }
+    if (have == want) break;
+    dev_poll_wait(&p);
+  }
+  dev_poll_done(&p);
+}
+
 /* ---------------------------------------------------------------- data, then a flag */
 
 /* Raise a flag over data every work-item of the CTA stored (device-scope stores): each waits for

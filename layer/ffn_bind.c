@@ -1,9 +1,9 @@
 /* layer/ffn_bind.c: what hm_ffn_create checks before anything runs (the rules of spec/mono.md §5
  * that apply to the FFN launch, the kernel's limits, every weight's dtype and shape) and the upload. */
 #include <math.h>
-#include <stdio.h>
 #include <string.h>
 
+#include "bind_internal.h"
 #include "ffn_internal.h"
 
 /* ---------------------------------------------------------------- eligibility */
@@ -66,58 +66,9 @@ hm_status hm_ffn_check_layer(const hm_layer_weights *w, const hm_ffn_config *cfg
 
 /* ---------------------------------------------------------------- weights */
 
-struct want {
-  const char *name;
-  hm_dtype dt;
-  uint32_t ndim;
-  uint64_t shape[3];
-};
-
-static void describe(char *buf, size_t cap, hm_dtype dt, uint32_t ndim, const uint64_t *shape) {
-  int n = snprintf(buf, cap, "%s [", hm_dtype_st_name(dt));
-  for (uint32_t i = 0; i < ndim && n > 0 && (size_t)n < cap; i++)
-    n += snprintf(buf + n, cap - (size_t)n, "%s%llu", i ? ", " : "", (unsigned long long)shape[i]);
-  if (n > 0 && (size_t)n < cap) snprintf(buf + n, cap - (size_t)n, "]");
-}
-
-static hm_status check_tensor(const hm_layer_weights *w, const struct want *x, const hm_tensor **out) {
-  const hm_tensor *t = hm_tset_find(&w->set, x->name);
-  char want[96], have[96];
-  describe(want, sizeof want, x->dt, x->ndim, x->shape);
-  if (!t) return hm_fail(HM_ERR_INVALID_ARG, "FFN weights: %s is missing (the launch needs %s)", x->name, want);
-  bool ok = t->dtype == x->dt && t->ndim == x->ndim && t->data;
-  for (uint32_t i = 0; ok && i < x->ndim; i++) ok = t->shape[i] == x->shape[i];
-  if (!ok) {
-    describe(have, sizeof have, t->dtype, t->ndim, t->shape);
-    return hm_fail(HM_ERR_INVALID_ARG, "FFN weights: %s is %s, the launch needs %s", x->name, have, want);
-  }
-  *out = t;
-  return HM_OK;
-}
-
-/* Host bytes -> a new coarse-grained allocation of the agent, through a fine-grained staging
- * buffer (the copy engine reads system memory the agent can reach, not any malloc'd page). */
-static hm_status upload(hm_agent *a, const void *src, size_t n, void *stage, size_t stage_bytes, void **out) {
-  hm_runtime *rt = hm_agent_runtime(a);
-  void *dst;
-  hm_status s = hm_mem_alloc(a, HM_POOL_COARSE, n, 256, &dst);
-  if (s) return s;
-  for (size_t o = 0; o < n; o += stage_bytes) {
-    size_t k = n - o < stage_bytes ? n - o : stage_bytes;
-    memcpy(stage, (const char *)src + o, k);
-    hm_signal none = {0};
-    if ((s = hm_mem_copy(rt, (char *)dst + o, stage, k, none))) {
-      hm_mem_free(rt, dst);
-      return s;
-    }
-  }
-  *out = dst;
-  return HM_OK;
-}
-
 hm_status hm_ffn_bind_weights(hm_ffn *f, const hm_layer_weights *w) {
   const uint64_t D = f->cfg.hidden, E = f->cfg.experts, I = f->dims.inter_pad, Sh = f->dims.shared_inter;
-  const struct want want[FFN_T_COUNT] = {
+  const struct hm_bind_want want[FFN_T_COUNT] = {
       [FFN_T_HC_FN] = {"hc_ffn_fn", HM_DT_F32, 2, {HM_MIX, HM_HC * D}},
       [FFN_T_HC_SCALE] = {"hc_ffn_scale", HM_DT_F32, 1, {3}},
       [FFN_T_HC_BASE] = {"hc_ffn_base", HM_DT_F32, 1, {HM_MIX}},
@@ -133,19 +84,5 @@ hm_status hm_ffn_bind_weights(hm_ffn *f, const hm_layer_weights *w) {
       [FFN_T_SW2] = {"sw2", HM_DT_E4M3, 2, {D, Sh}},
       [FFN_T_SW2_S] = {"sw2_s", HM_DT_E8M0, 2, {D / 32, Sh / 32}},
   };
-  const hm_tensor *t[FFN_T_COUNT];
-  hm_status s;
-  for (int i = 0; i < FFN_T_COUNT; i++)
-    if ((s = check_tensor(w, &want[i], &t[i]))) return s;
-  const size_t stage_bytes = 64u << 20;
-  void *stage;
-  if ((s = hm_mem_alloc(f->agent, HM_POOL_HOST, stage_bytes, 0, &stage))) return s;
-  for (int i = 0; i < FFN_T_COUNT && !s; i++) s = upload(f->agent, t[i]->data, t[i]->nbytes, stage, stage_bytes, &f->w[i]);
-  hm_mem_free(f->rt, stage);
-  if (s) {
-    for (int i = 0; i < FFN_T_COUNT; i++)
-      if (f->w[i]) hm_mem_free(f->rt, f->w[i]), f->w[i] = NULL;
-    return hm_fail_prefix(s, "FFN weights: upload");
-  }
-  return HM_OK;
+  return hm_bind_tensors(f->agent, w, "FFN weights", want, FFN_T_COUNT, f->w);
 }

@@ -113,27 +113,36 @@ const void *hm_ffn_scratch(const hm_ffn *f, uint32_t rows, struct ffn_scratch *l
 
 static void fill_args(const hm_ffn *f, const hm_ffn_io *io, struct ffn_args *a) {
   const hm_layer_config *c = &f->cfg;
+  const struct ffn_width *wd = &f->width[io->rows];
+  const uint64_t scr = (uintptr_t)wd->scratch;
   memset(a, 0, sizeof *a);
-  a->part = (uintptr_t)io->part, a->res_in = (uintptr_t)io->res_in;
-  a->post_in = (uintptr_t)io->post_in, a->comb_in = (uintptr_t)io->comb_in, a->pre_in = (uintptr_t)io->pre_in;
-  a->hc_fn = (uintptr_t)f->w[FFN_T_HC_FN], a->hc_scale = (uintptr_t)f->w[FFN_T_HC_SCALE];
-  a->hc_base = (uintptr_t)f->w[FFN_T_HC_BASE], a->norm_w = (uintptr_t)f->w[FFN_T_NORM];
+  a->part = (uintptr_t)io->part;
+  struct seam_args *sa = &a->seam;
+  sa->res_in = (uintptr_t)io->res_in, sa->post_in = (uintptr_t)io->post_in;
+  sa->comb_in = (uintptr_t)io->comb_in, sa->pre_in = (uintptr_t)io->pre_in;
+  sa->hc_fn = (uintptr_t)f->w[FFN_T_HC_FN], sa->hc_scale = (uintptr_t)f->w[FFN_T_HC_SCALE];
+  sa->hc_base = (uintptr_t)f->w[FFN_T_HC_BASE], sa->norm_w = (uintptr_t)f->w[FFN_T_NORM];
+  sa->res_out = (uintptr_t)io->res_out, sa->post_out = (uintptr_t)io->post_out;
+  sa->comb_out = (uintptr_t)io->comb_out, sa->pre_out = (uintptr_t)io->pre_out;
+  sa->lin = scr + wd->layout.lin, sa->pmix = scr + wd->layout.pmix, sa->normed = scr + wd->layout.normed;
+  sa->x8a = scr + wd->layout.x8r, sa->x8as = scr + wd->layout.x8rs;
+  sa->x8 = scr + wd->layout.x8, sa->x8s = scr + wd->layout.x8s, sa->xrdy = scr + wd->layout.xrdy;
+  sa->S = io->rows, sa->D = c->hidden, sa->sinkhorn_iters = c->sinkhorn_iters;
+  sa->eps = c->eps, sa->hc_eps = c->hc_eps, sa->post_mult = c->post_mult;
   a->gate_w = (uintptr_t)f->w[FFN_T_GATE_W], a->bias = (uintptr_t)f->w[FFN_T_BIAS];
   a->w13 = (uintptr_t)f->w[FFN_T_W13], a->w13_s = (uintptr_t)f->w[FFN_T_W13_S];
   a->w2 = (uintptr_t)f->w[FFN_T_W2], a->w2_s = (uintptr_t)f->w[FFN_T_W2_S];
   a->sgu = (uintptr_t)f->w[FFN_T_SGU], a->sgu_s = (uintptr_t)f->w[FFN_T_SGU_S];
   a->sw2 = (uintptr_t)f->w[FFN_T_SW2], a->sw2_s = (uintptr_t)f->w[FFN_T_SW2_S];
-  a->out = (uintptr_t)io->out, a->res_out = (uintptr_t)io->res_out;
-  a->post_out = (uintptr_t)io->post_out, a->comb_out = (uintptr_t)io->comb_out, a->pre_out = (uintptr_t)io->pre_out;
-  a->scratch = (uintptr_t)f->width[io->rows].scratch;
-  a->L = f->width[io->rows].layout;
+  a->out = (uintptr_t)io->out;
+  a->scratch = scr;
+  a->L = wd->layout;
   a->epoch = (uintptr_t)f->epoch, a->persist = (uintptr_t)f->persist;
   a->region_attn = f->region_attn, a->region_ffn = f->region_ffn;
   a->S = io->rows, a->D = c->hidden, a->E = c->experts, a->topk = c->topk;
   a->I = f->dims.inter_pad, a->Ir = f->dims.inter, a->Sh = f->dims.shared_inter, a->w2_cols = f->dims.w2_scale_cols;
-  a->ug_groups = c->ug_groups, a->rank = f->rank, a->tp = f->tp, a->sinkhorn_iters = c->sinkhorn_iters;
-  a->route_scale = c->route_scale, a->swiglu_limit = c->swiglu_limit, a->eps = c->eps, a->hc_eps = c->hc_eps;
-  a->post_mult = c->post_mult;
+  a->ug_groups = c->ug_groups, a->rank = f->rank, a->tp = f->tp;
+  a->route_scale = c->route_scale, a->swiglu_limit = c->swiglu_limit;
 }
 
 static hm_status link_args(hm_ffn *f, struct ffn_args *a) {

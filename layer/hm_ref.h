@@ -280,6 +280,21 @@ hm_status hm_ref_engram(const hm_layer_weights *w, uint32_t S, const hm_source *
 hm_status hm_ref_layer_step(const hm_layer_weights *w, uint32_t tp, const hm_step_inputs *in, hm_select_fn select,
                             void *select_ctx, hm_tensor_set *trace);
 
+/* ---------------------------------------------------------------- K1 (§2.1) */
+
+/* K1's inputs: x [S,D] (NULL: a settled residual, the identity seam), res [S,4,D], the previous
+ * seam's post/comb/pre; the step's metadata and SWA cache from `meta` (its x/res/mixes unused). */
+typedef struct hm_ref_k1_in {
+  uint32_t S;
+  const float *x, *res, *post, *comb, *pre;
+  const struct hm_step_inputs *meta;
+} hm_ref_k1_in;
+/* K1 for the TP group: the seam (k1.seam.{res,post,comb,pre,lin,mix,sq,normed}), k1.x8/x8_s,
+ * k1.qkv, k1.qn, k1.qx8/qx8_s, k1.kv, k1.record [S,584] (inserted into meta->swa at the live
+ * slots), the key table k1.kt/k1.klen (not in the index build), and rank<r>.q for every rank. */
+hm_status hm_ref_k1(const hm_layer_weights *w, uint32_t tp, const hm_ref_k1_in *in, bool index_build,
+                    hm_tensor_set *trace);
+
 /* ---------------------------------------------------------------- whole launches */
 
 /* Stage outputs go into `trace` under stage names (docs in hm_ref_trace_doc); existing names are
@@ -320,6 +335,9 @@ typedef struct hm_gen_step {
 } hm_gen_step;
 hm_status hm_gen_step_make(const hm_layer_config *cfg, uint32_t S, uint32_t reqs, uint32_t ctx, uint64_t seed,
                            hm_gen_step *out);
+/* The same with SWA blocks of `block` slots (the compressed cache: block / ratio rows a block). */
+hm_status hm_gen_step_make_block(const hm_layer_config *cfg, uint32_t S, uint32_t reqs, uint32_t ctx, uint32_t block,
+                                 uint64_t seed, hm_gen_step *out);
 /* Seeds a select state with the indexer keys of the compressed entries made before this step
  * (all of them on a reindex layer; those before each request's first row on a kv source, whose
  * compressor makes the step's own). No-op on layers without an indexer. */

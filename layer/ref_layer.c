@@ -86,17 +86,109 @@ out:
   return st;
 }
 
-/* ---------------------------------------------------------------- the step */
+/* ---------------------------------------------------------------- K1 */
 
 #define TRY(x)           \
   do {                   \
     if (!(x)) goto fail; \
   } while (0)
 
+static hm_status k1(const hm_layer_weights *w, uint32_t tp, const hm_ref_k1_in *k, bool index_build,
+                    hm_tensor_set *tr) {
+  const hm_layer_config *c = &w[0].cfg;
+  const hm_step_inputs *in = k->meta;
+  const uint32_t S = k->S, D = c->hidden, Q = c->q_lora;
+  hm_status st = HM_OK;
+  for (uint32_t r = 0; r < tp; r++)
+    if (w[r].rank != r || w[r].dims.tp != tp || !(w[r].parts & HM_WPART_ATTN))
+      return hm_fail(HM_ERR_INVALID_ARG, "K1: weights %u are not rank %u of %u with attention", r, r, tp);
+  if (S < 1 || S > HM_MAX_ROWS) return hm_fail(HM_ERR_INVALID_ARG, "K1: %u rows (1..%d)", S, HM_MAX_ROWS);
+  if (!k->res || !k->pre || (k->x && (!k->post || !k->comb)) || !in || !in->positions || !in->slot_mapping ||
+      !in->swa_indices || !in->swa_lens || !in->token_to_req)
+    return hm_fail(HM_ERR_INVALID_ARG, "K1: missing step inputs");
+  if (c->compress_ratio > 0 && !index_build && (!in->topk || !in->block_table))
+    return hm_fail(HM_ERR_INVALID_ARG, "K1: ratio %u layer %d reads a top-k and a block table", c->compress_ratio,
+                   c->layer);
+  const hm_layer_weights *w0 = &w[0];
+  const float *fn = hm_wdata(w0, "hc_attn_fn", HM_DT_F32, (uint64_t)HM_MIX * HM_HC * D);
+  const float *scale = hm_wdata(w0, "hc_attn_scale", HM_DT_F32, 3);
+  const float *base = hm_wdata(w0, "hc_attn_base", HM_DT_F32, HM_MIX);
+  const uint16_t *anorm = hm_wdata(w0, "attn_norm", HM_DT_BF16, D);
+  const uint16_t *qnw = hm_wdata(w0, "q_norm", HM_DT_BF16, Q);
+  const uint16_t *kvw = hm_wdata(w0, "kv_norm", HM_DT_BF16, HM_HEAD_DIM);
+  const hm_tensor *cs = hm_weights_get(w0, "cos_sin");
+  if (!fn || !scale || !base || !anorm || !qnw || !kvw || !cs) return hm_fail_prefix(HM_ERR_INVALID_ARG, "K1");
+  for (uint32_t t = 0; t < S; t++)
+    if (in->positions[t] < 0 || (uint64_t)in->positions[t] >= cs->shape[0])
+      return hm_fail(HM_ERR_INVALID_ARG, "position %lld outside the RoPE table (%llu rows)", (long long)in->positions[t],
+                     (unsigned long long)cs->shape[0]);
+  hm_ref_seam_out so;
+  TRY(so.res = hm_trace_f32(tr, "k1.seam.res", S, HM_HC, D));
+  TRY(so.post = hm_trace_f32(tr, "k1.seam.post", S, HM_HC, 0));
+  TRY(so.comb = hm_trace_f32(tr, "k1.seam.comb", S, HM_HC, HM_HC));
+  TRY(so.pre = hm_trace_f32(tr, "k1.seam.pre", S, HM_HC, 0));
+  TRY(so.lin = hm_trace_f32(tr, "k1.seam.lin", S, D, 0));
+  TRY(so.mix = hm_trace_f32(tr, "k1.seam.mix", S, HM_MIX, 0));
+  TRY(so.sq = hm_trace_f32(tr, "k1.seam.sq", S, 0, 0));
+  TRY(so.normed = hm_trace_f32(tr, "k1.seam.normed", S, D, 0));
+  if ((st = hm_ref_seam(c, S, k->x, k->res, k->post, k->comb, k->pre, fn, scale, base, anorm, &so)) != HM_OK) return st;
+  uint8_t *x8, *x8s, *qx8, *qx8s, *rec;
+  float *qkv, *qn, *kn;
+  TRY(x8 = hm_trace_u8(tr, "k1.x8", HM_DT_E4M3, S, D, 0));
+  TRY(x8s = hm_trace_u8(tr, "k1.x8_s", HM_DT_E8M0, S, D / 32, 0));
+  hm_ref_mx8_quant(so.normed, S, D, 32, FMT_RULE_V, x8, x8s);
+  TRY(qkv = hm_trace_f32(tr, "k1.qkv", S, Q + HM_HEAD_DIM, 0));
+  if ((st = hm_ref_qkv(w0, S, x8, x8s, qkv)) != HM_OK) return st;
+  TRY(qn = hm_trace_f32(tr, "k1.qn", S, Q, 0));
+  hm_ref_q_norm(S, Q, qkv, qnw, c->eps, qn);
+  TRY(qx8 = hm_trace_u8(tr, "k1.qx8", HM_DT_E4M3, S, Q, 0));
+  TRY(qx8s = hm_trace_u8(tr, "k1.qx8_s", HM_DT_E8M0, S, Q / 32, 0));
+  hm_ref_mx8_quant(qn, S, Q, 32, FMT_RULE_V, qx8, qx8s);
+  TRY(kn = hm_trace_f32(tr, "k1.kv", S, HM_HEAD_DIM, 0));
+  hm_ref_kv_norm_rope(S, Q, qkv, kvw, c->eps, cs->data, in->positions, kn);
+  TRY(rec = hm_trace_u8(tr, "k1.record", HM_DT_U8, S, HM_RECORD, 0));
+  for (uint32_t t = 0; t < S; t++) {
+    hm_ref_kv_record(kn + (size_t)t * HM_HEAD_DIM, rec + (size_t)t * HM_RECORD, rec + (size_t)t * HM_RECORD + HM_RECORD_DATA);
+    if (in->slot_mapping[t] >= 0 &&
+        (st = hm_ref_kv_insert(&in->swa, in->slot_mapping[t], rec + (size_t)t * HM_RECORD,
+                               rec + (size_t)t * HM_RECORD + HM_RECORD_DATA)) != HM_OK)
+      return hm_fail_prefix(st, "row %u record", t);
+  }
+  if (!index_build) {
+    int32_t *kt, *klen;
+    TRY(kt = hm_trace_i32(tr, "k1.kt", S, HM_KEYS));
+    TRY(klen = hm_trace_i32(tr, "k1.klen", 2 * S, 0));
+    hm_key_args ka = {S, c->compress_ratio, in->positions, in->slot_mapping, in->swa_indices, in->swa_lens,
+                      in->token_to_req, in->topk, in->block_table, in->bt_stride, in->comp.block_size};
+    if ((st = hm_ref_key_table(&ka, kt, klen)) != HM_OK) return st;
+  }
+  char n[64];
+  for (uint32_t r = 0; r < tp; r++) {
+    float *q;
+    snprintf(n, sizeof n, "rank%u.q", r);
+    TRY(q = hm_trace_f32(tr, n, S, w[r].dims.heads, HM_HEAD_DIM));
+    if ((st = hm_ref_wq_b(&w[r], S, qx8, qx8s, in->positions, q)) != HM_OK) return st;
+  }
+  return HM_OK;
+fail:
+  return hm_fail_prefix(HM_ERR_INVALID_ARG, "K1 trace");
+}
+
+hm_status hm_ref_k1(const hm_layer_weights *w, uint32_t tp, const hm_ref_k1_in *in, bool index_build,
+                    hm_tensor_set *trace) {
+  if (!w || !in || !trace || tp < 1 || tp > HM_LAYER_MAX_TP) return hm_fail(HM_ERR_INVALID_ARG, "hm_ref_k1: bad argument");
+  uint32_t n0 = trace->count;
+  hm_status st = k1(w, tp, in, index_build, trace);
+  if (st != HM_OK) hm_tset_truncate(trace, n0);
+  return st;
+}
+
+/* ---------------------------------------------------------------- the step */
+
 static hm_status step(const hm_layer_weights *w, uint32_t tp, const hm_step_inputs *in, hm_select_fn select,
                       void *select_ctx, hm_tensor_set *tr) {
   const hm_layer_config *c = &w[0].cfg;
-  const uint32_t S = in->S, D = c->hidden, Q = c->q_lora;
+  const uint32_t S = in->S, D = c->hidden;
   hm_status st = HM_OK;
   for (uint32_t r = 0; r < tp; r++)
     if (w[r].rank != r || w[r].dims.tp != tp || !(w[r].parts & HM_WPART_ATTN) || !(w[r].parts & HM_WPART_FFN))
@@ -146,71 +238,26 @@ static hm_status step(const hm_layer_weights *w, uint32_t tp, const hm_step_inpu
     }
   }
 
-  /* ---- K1: seam, wqkv, norms, record insert, wq_b inputs */
-  const hm_layer_weights *w0 = &w[0];
-  const float *fn = hm_wdata(w0, "hc_attn_fn", HM_DT_F32, (uint64_t)HM_MIX * HM_HC * D);
-  const float *scale = hm_wdata(w0, "hc_attn_scale", HM_DT_F32, 3);
-  const float *base = hm_wdata(w0, "hc_attn_base", HM_DT_F32, HM_MIX);
-  const uint16_t *anorm = hm_wdata(w0, "attn_norm", HM_DT_BF16, D);
-  const uint16_t *qnw = hm_wdata(w0, "q_norm", HM_DT_BF16, Q);
-  const uint16_t *kvw = hm_wdata(w0, "kv_norm", HM_DT_BF16, HM_HEAD_DIM);
-  const hm_tensor *cs = hm_weights_get(w0, "cos_sin");
-  if (!fn || !scale || !base || !anorm || !qnw || !kvw || !cs) return hm_fail_prefix(HM_ERR_INVALID_ARG, "K1");
-  for (uint32_t t = 0; t < S; t++)
-    if (in->positions[t] < 0 || (uint64_t)in->positions[t] >= cs->shape[0])
-      return hm_fail(HM_ERR_INVALID_ARG, "position %lld outside the RoPE table (%llu rows)", (long long)in->positions[t],
-                     (unsigned long long)cs->shape[0]);
-  hm_ref_seam_out so;
-  TRY(so.res = hm_trace_f32(tr, "k1.seam.res", S, HM_HC, D));
-  TRY(so.post = hm_trace_f32(tr, "k1.seam.post", S, HM_HC, 0));
-  TRY(so.comb = hm_trace_f32(tr, "k1.seam.comb", S, HM_HC, HM_HC));
-  TRY(so.pre = hm_trace_f32(tr, "k1.seam.pre", S, HM_HC, 0));
-  TRY(so.lin = hm_trace_f32(tr, "k1.seam.lin", S, D, 0));
-  TRY(so.mix = hm_trace_f32(tr, "k1.seam.mix", S, HM_MIX, 0));
-  TRY(so.sq = hm_trace_f32(tr, "k1.seam.sq", S, 0, 0));
-  TRY(so.normed = hm_trace_f32(tr, "k1.seam.normed", S, D, 0));
-  if ((st = hm_ref_seam(c, S, settled ? NULL : in->x, res_in, in->post, in->comb, pre_in, fn, scale, base, anorm, &so)) !=
-      HM_OK)
-    return st;
-  uint8_t *x8, *x8s, *qx8, *qx8s, *rec;
-  float *qkv, *qn, *kn;
-  TRY(x8 = hm_trace_u8(tr, "k1.x8", HM_DT_E4M3, S, D, 0));
-  TRY(x8s = hm_trace_u8(tr, "k1.x8_s", HM_DT_E8M0, S, D / 32, 0));
-  hm_ref_mx8_quant(so.normed, S, D, 32, FMT_RULE_V, x8, x8s);
-  TRY(qkv = hm_trace_f32(tr, "k1.qkv", S, Q + HM_HEAD_DIM, 0));
-  if ((st = hm_ref_qkv(w0, S, x8, x8s, qkv)) != HM_OK) return st;
-  TRY(qn = hm_trace_f32(tr, "k1.qn", S, Q, 0));
-  hm_ref_q_norm(S, Q, qkv, qnw, c->eps, qn);
-  TRY(qx8 = hm_trace_u8(tr, "k1.qx8", HM_DT_E4M3, S, Q, 0));
-  TRY(qx8s = hm_trace_u8(tr, "k1.qx8_s", HM_DT_E8M0, S, Q / 32, 0));
-  hm_ref_mx8_quant(qn, S, Q, 32, FMT_RULE_V, qx8, qx8s);
-  TRY(kn = hm_trace_f32(tr, "k1.kv", S, HM_HEAD_DIM, 0));
-  hm_ref_kv_norm_rope(S, Q, qkv, kvw, c->eps, cs->data, in->positions, kn);
-  TRY(rec = hm_trace_u8(tr, "k1.record", HM_DT_U8, S, HM_RECORD, 0));
-  for (uint32_t t = 0; t < S; t++) {
-    hm_ref_kv_record(kn + (size_t)t * HM_HEAD_DIM, rec + (size_t)t * HM_RECORD, rec + (size_t)t * HM_RECORD + HM_RECORD_DATA);
-    if (in->slot_mapping[t] >= 0 &&
-        (st = hm_ref_kv_insert(&in->swa, in->slot_mapping[t], rec + (size_t)t * HM_RECORD,
-                               rec + (size_t)t * HM_RECORD + HM_RECORD_DATA)) != HM_OK)
-      return hm_fail_prefix(st, "row %u record", t);
-  }
+  /* ---- K1: seam, wqkv, norms, record insert, key table (unless the index build), every rank's q */
+  hm_ref_k1_in k1 = {S, settled ? NULL : in->x, res_in, in->post, in->comb, pre_in, in};
+  if ((st = hm_ref_k1(w, tp, &k1, index, tr)) != HM_OK) return st;
+  const float *normed = hm_tset_find(tr, "k1.seam.normed")->data, *qn = hm_tset_find(tr, "k1.qn")->data;
 
-  /* ---- select (index sources) and the key table */
-  const int32_t *topk = in->topk;
+  /* ---- select (index sources), then the key table from its top-k (the keylist launch) */
   if (index) {
     int32_t *tk;
     TRY(tk = hm_trace_i32(tr, "k1.topk", S, HM_TOPK_ATTN));
-    hm_select_args a = {c, w0, S, so.normed, qn, in->positions, in->slot_mapping, in->token_to_req, in->comp,
+    hm_select_args a = {c, &w[0], S, normed, qn, in->positions, in->slot_mapping, in->token_to_req, in->comp,
                         in->block_table, in->bt_stride, in->comp.block_size};
     if ((st = select(select_ctx, &a, tk)) != HM_OK) return hm_fail_prefix(st, "select");
-    topk = tk;
+    int32_t *kt, *klen;
+    TRY(kt = hm_trace_i32(tr, "k1.kt", S, HM_KEYS));
+    TRY(klen = hm_trace_i32(tr, "k1.klen", 2 * S, 0));
+    hm_key_args ka = {S, c->compress_ratio, in->positions, in->slot_mapping, in->swa_indices, in->swa_lens,
+                      in->token_to_req, tk, in->block_table, in->bt_stride, in->comp.block_size};
+    if ((st = hm_ref_key_table(&ka, kt, klen)) != HM_OK) return st;
   }
-  int32_t *kt, *klen;
-  TRY(kt = hm_trace_i32(tr, "k1.kt", S, HM_KEYS));
-  TRY(klen = hm_trace_i32(tr, "k1.klen", 2 * S, 0));
-  hm_key_args ka = {S, c->compress_ratio, in->positions, in->slot_mapping, in->swa_indices, in->swa_lens,
-                    in->token_to_req, topk, in->block_table, in->bt_stride, in->comp.block_size};
-  if ((st = hm_ref_key_table(&ka, kt, klen)) != HM_OK) return st;
+  const int32_t *kt = hm_tset_find(tr, "k1.kt")->data, *klen = hm_tset_find(tr, "k1.klen")->data;
 
   /* ---- per rank: wq_b, attention, wo_a, wo_b */
   const uint32_t ck = hm_attn_chunk_keys(tp, S, false), nch = HM_KEYS / ck;
@@ -223,8 +270,7 @@ static hm_status step(const hm_layer_weights *w, uint32_t tp, const hm_step_inpu
     uint8_t *xo, *xos, *x8b, *x8bs;
     float *z;
 #define NAME(s) (snprintf(n, sizeof n, "rank%u.%s", r, s), n)
-    TRY(q = hm_trace_f32(tr, NAME("q"), S, d->heads, HM_HEAD_DIM));
-    if ((st = hm_ref_wq_b(&w[r], S, qx8, qx8s, in->positions, q)) != HM_OK) return st;
+    q = hm_tset_find(tr, NAME("q"))->data;
     TRY(ao.o = hm_trace_f32(tr, NAME("attn.o"), S, d->heads, HM_HEAD_DIM));
     TRY(ao.y = hm_trace_f32(tr, NAME("attn.y"), S, d->heads, HM_HEAD_DIM));
     TRY(ao.m = hm_trace_f32(tr, NAME("attn.m"), S, nch, d->heads));
@@ -244,7 +290,9 @@ static hm_status step(const hm_layer_weights *w, uint32_t tp, const hm_step_inpu
   }
 
   /* ---- K2's FFN half: the reduce of the parts, the FFN seam on K1's outputs, the MoE */
-  return hm_ref_ffn_launch(w, tp, S, (const float *const *)parts, so.res, so.post, so.comb, so.pre, tr);
+  return hm_ref_ffn_launch(w, tp, S, (const float *const *)parts, hm_tset_find(tr, "k1.seam.res")->data,
+                           hm_tset_find(tr, "k1.seam.post")->data, hm_tset_find(tr, "k1.seam.comb")->data,
+                           hm_tset_find(tr, "k1.seam.pre")->data, tr);
 fail:
   return hm_fail_prefix(HM_ERR_INVALID_ARG, "layer step trace");
 }

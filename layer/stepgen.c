@@ -48,18 +48,25 @@ static void wire(hm_gen_step *s, uint32_t ratio) {
 
 hm_status hm_gen_step_make(const hm_layer_config *cfg, uint32_t S, uint32_t reqs, uint32_t ctx, uint64_t seed,
                            hm_gen_step *out) {
+  return hm_gen_step_make_block(cfg, S, reqs, ctx, BLOCK, seed, out);
+}
+
+hm_status hm_gen_step_make_block(const hm_layer_config *cfg, uint32_t S, uint32_t reqs, uint32_t ctx, uint32_t block,
+                                 uint64_t seed, hm_gen_step *out) {
   if (!cfg || !out || S < 1 || S > HM_MAX_ROWS || reqs < 1 || S % reqs || ctx + S >= SLOTS_A_REQ)
     return hm_fail(HM_ERR_INVALID_ARG, "step inputs: %u rows in %u requests at context %u", S, reqs, ctx);
+  if (block < 2 || block > SLOTS_A_REQ || SLOTS_A_REQ % block || block % 2)
+    return hm_fail(HM_ERR_INVALID_ARG, "step inputs: SWA block size %u (an even divisor of %u)", block, SLOTS_A_REQ);
   hm_gen_step g;
   memset(&g, 0, sizeof g);
   const uint32_t D = cfg->hidden, per = S / reqs, ratio = cfg->compress_ratio, nrow = cfg->engram_heads * cfg->engram_ngram;
   hm_step_inputs *in = &g.in;
   in->S = S;
   g.hidden = D, g.nhash = nrow, g.reqs = reqs;
-  in->swa.block_size = BLOCK;
-  in->swa.blocks = reqs * SLOTS_A_REQ / BLOCK;
-  g.swa_bytes = cache_bytes(in->swa.blocks, BLOCK, &in->swa.block_stride);
-  uint32_t rpb = ratio ? BLOCK / ratio : BLOCK, cbr = SLOTS_A_REQ / rpb;
+  in->swa.block_size = block;
+  in->swa.blocks = reqs * SLOTS_A_REQ / block;
+  g.swa_bytes = cache_bytes(in->swa.blocks, block, &in->swa.block_stride);
+  uint32_t rpb = ratio ? block / ratio : block, cbr = SLOTS_A_REQ / rpb;
   in->comp.block_size = rpb;
   in->comp.blocks = reqs * cbr;
   g.comp_bytes = cache_bytes(in->comp.blocks, rpb, &in->comp.block_stride);

@@ -1,7 +1,6 @@
 /* tools/check_ffn.c: hsa-mono-check ffn: the FFN launch of a TP group against the fp32 reference,
  * per output the max-abs and relative error and the cosine, non-zero exit past tolerance. */
 #include <getopt.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,7 @@
 #include "formats.h"
 #include "hm_ffn_group.h"
 #include "hm_ref.h"
+#include "launch_tool.h"
 
 /* Tolerances, for a GPU as for the software agent (tests/layer/test_ffn.c holds the agent to
  * tighter, bit-level checks where it follows the reference's order):
@@ -27,21 +27,6 @@ struct tol {
 static const struct tol tols[] = {
     {"x", 1e-2, 0.9999}, {"res", 4e-3, 0.99999}, {"post", 1e-4, 0.9999999}, {"comb", 1e-4, 0.9999999},
     {"pre", 1e-4, 0.9999999}};
-
-static int compare(const char *name, const float *a, const float *ref, uint64_t n, const struct tol *t) {
-  double maxabs = 0, num = 0, den = 0, dot = 0, na = 0, nb = 0;
-  for (uint64_t i = 0; i < n; i++) {
-    double d = (double)a[i] - ref[i];
-    if (fabs(d) > maxabs || d != d) maxabs = d != d ? INFINITY : fabs(d);
-    num += d * d, den += (double)ref[i] * ref[i];
-    dot += (double)a[i] * ref[i], na += (double)a[i] * a[i], nb += (double)ref[i] * ref[i];
-  }
-  double rel = den > 0 ? sqrt(num / den) : sqrt(num), cos = na > 0 && nb > 0 ? dot / sqrt(na * nb) : (num == 0);
-  int ok = rel <= t->rel && cos >= t->cos && maxabs == maxabs;
-  printf("  %-6s max_abs %-11.4g rel %-11.4g cos %-12.9f %s (tolerance rel %g, cos %g)\n", name, maxabs, rel, cos,
-         ok ? "ok  " : "FAIL", t->rel, t->cos);
-  return ok;
-}
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -101,7 +86,6 @@ int check_ffn(int argc, char **argv) {
   const uint32_t S = (uint32_t)rows, D = cfg.hidden, T = (uint32_t)tp;
   int rc = 2, pass = 1;
   uint32_t built = 0;
-  hm_gen gen = {0};
   hm_layer_weights w[4];
   hm_ffn_group *g = NULL;
   hm_tensor_set ref;
@@ -109,11 +93,8 @@ int check_ffn(int argc, char **argv) {
   float *buf[4 + 5 * 4] = {0};
   hm_ffn_outputs out[4];
   memset(out, 0, sizeof out);
-  if (hm_gen_init(&gen, &cfg, seed) != HM_OK) goto done;
-  hm_source src = hm_gen_source(&gen);
-  hm_build_opts bo = {HM_WPART_FFN, 0};
-  for (; built < T; built++)
-    if (hm_weights_build(&cfg, T, built, &src, &bo, &w[built]) != HM_OK) goto done;
+  if (launch_tool_weights(&cfg, T, seed, HM_WPART_FFN, w) != HM_OK) goto done;
+  built = T;
   /* inputs: every rank's wo_b part (std 0.5), residual streams (std 4), mixes of a mild seam */
   float *res = malloc(sizeof(float) * S * 4 * D), *post = malloc(16 * S), *comb = malloc(64 * S),
         *pre = malloc(16 * S);
@@ -152,7 +133,7 @@ int check_ffn(int argc, char **argv) {
   const float *mine[5] = {out[0].x, out[0].res, out[0].post, out[0].comb, out[0].pre};
   const uint64_t n[5] = {(uint64_t)S * D, (uint64_t)S * 4 * D, (uint64_t)S * 4, (uint64_t)S * 16, (uint64_t)S * 4};
   printf("rank 0 against the reference:\n");
-  for (int i = 0; i < 5; i++) pass &= rv[i] && compare(tols[i].name, mine[i], rv[i], n[i], &tols[i]);
+  for (int i = 0; i < 5; i++) pass &= rv[i] && check_compare(tols[i].name, mine[i], rv[i], n[i], tols[i].rel, tols[i].cos);
   for (uint32_t r = 1; r < T; r++) {
     int same = !memcmp(out[r].x, out[0].x, sizeof(float) * S * D) &&
                !memcmp(out[r].res, out[0].res, sizeof(float) * S * 4 * D);
@@ -168,7 +149,6 @@ done:
   for (unsigned i = 0; i < sizeof buf / sizeof *buf; i++) free(buf[i]);
   hm_tset_free(&ref);
   for (uint32_t r = 0; r < built; r++) hm_weights_free(&w[r]);
-  hm_gen_free(&gen);
   hm_runtime_close(rt);
   return rc;
 }

@@ -2,6 +2,8 @@
  * share (ffn_tool.h). */
 #include "ffn_tool.h"
 
+#include "launch_tool.h"
+
 hm_status ffn_tool_layer(const char *model, long layer, long experts, long topk, hm_layer_config *cfg,
                          bool *reduced) {
   *reduced = false;
@@ -13,10 +15,7 @@ hm_status ffn_tool_layer(const char *model, long layer, long experts, long topk,
 }
 
 hm_ffn_config ffn_tool_launch(hm_runtime *rt, bool reduced, long ctas) {
-  hm_ffn_config fc = {.reduced_experts = reduced, .ctas = ctas > 0 ? (uint32_t)ctas : 0};
-  if (hm_runtime_is_sim(rt)) {
-    fc.min_cus = 1;
-    if (!fc.ctas) fc.ctas = 8;
-  }
+  hm_ffn_config fc = {.reduced_experts = reduced};
+  launch_tool_grid(rt, ctas, &fc.min_cus, &fc.ctas);
   return fc;
 }

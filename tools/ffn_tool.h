@@ -14,9 +14,8 @@
 hm_status ffn_tool_layer(const char *model, long layer, long experts, long topk, hm_layer_config *cfg,
                          bool *reduced);
 
-/* The launch configuration on rt: on the software agent a grid of 8 CTAs a rank (its CTAs are CPU
- * threads; a part's 256 would take longer to start than the arrival check waits) and no CU
- * minimum; on a GPU one CTA a CU. ctas > 0 sets the grid on either. */
+/* The launch configuration on rt: the grid launch_tool_grid gives (8 CTAs a rank and no CU minimum
+ * on the software agent, one CTA a CU on a GPU; ctas > 0 sets the grid on either). */
 hm_ffn_config ffn_tool_launch(hm_runtime *rt, bool reduced, long ctas);
 
 #endif /* HM_TOOLS_FFN_TOOL_H */

@@ -1,6 +1,6 @@
 /* tools/hsa-mono-check.c: the kernel-level correctness harness's reference side: `ref` runs the fp32
  * reference of one layer step and writes inputs, weights and every stage's outputs as safetensors;
- * `ffn` checks the FFN launch against it (check_ffn.c). */
+ * `ffn` checks the FFN launch against it (check_ffn.c), `k1` K1 (check_k1.c). */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -18,6 +18,7 @@
 static void usage(FILE *f) {
   fprintf(f,
           "usage: hsa-mono-check ffn --tp N --rows R [options]   (ffn --help: the FFN launch against the reference)\n"
+          "       hsa-mono-check k1 --tp N --rows R --ratio {0,1,2} [options]   (k1 --help: K1 against the reference)\n"
           "       hsa-mono-check ref --config tiny|v41-flash --layer L --rows R --tp N --seed S --out DIR\n"
           "                          [--launch layer|ffn] [--experts E --topk K] [--ckpt PATH]\n"
           "                          [--context C] [--reqs Q]\n"
@@ -237,6 +238,7 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(argv[1], "ref")) return cmd_ref(argc - 1, argv + 1);
   if (!strcmp(argv[1], "ffn")) return check_ffn(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "k1")) return check_k1(argc - 1, argv + 1);
   fprintf(stderr, "hsa-mono-check: unknown command '%s'\n", argv[1]);
   usage(stderr);
   return 2;

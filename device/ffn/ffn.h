@@ -11,11 +11,11 @@
 #include "../handoff.h"
 #include "../kernels/ffn_args.h"
 #include "../layouts.h"
+#include "../seam.h"
 
 #define FFN_LOG2E 1.44269502f /* f32(log2 e), as the reference's HM_LOG2E */
 #define FFN_LN2 0.693147182f  /* f32(ln 2) */
 #define FFN_MAX_PICKS (FFN_MAX_ROWS * FFN_MAX_TOPK)
-#define FFN_MAX_NS (FFN_MAX_D / 32u)
 #define FFN_MAX_SLOT_TILES (FFN_MAX_PICKS + FFN_MAX_PICKS / FFN_TILE)
 
 struct ffn_ctx {
@@ -31,7 +31,7 @@ DEV_INLINE __global u32 *ffn_words(const struct ffn_ctx *c, u64 off) { return (_
 
 /* Shapes derived from the arguments where used (a context field would be one more scalar
  * register held through the whole kernel). */
-DEV_INLINE u32 ffn_ns(const struct ffn_ctx *c) { return c->a->D / 32u; }            /* slices */
+DEV_INLINE u32 ffn_ns(const struct ffn_ctx *c) { return seam_slices(&c->a->seam); } /* slices */
 DEV_INLINE u32 ffn_ntiles(const struct ffn_ctx *c) { return ffn_tiles(c->a->S); }   /* token tiles */
 DEV_INLINE u32 ffn_nparts(const struct ffn_ctx *c) { return ffn_ug_parts(c->a->Ir, c->a->ug_groups); }
 
@@ -62,25 +62,11 @@ DEV_INLINE void ffn_view(const struct ffn_ctx *c, struct ar_view *v, u32 site) {
 DEV_INLINE void ffn_put(const struct ffn_ctx *c, __global u64 *slot, u32 value) { ho_pair_put(slot, value, c->tag); }
 DEV_INLINE u32 ffn_get(const struct ffn_ctx *c, __global const u64 *slot) { return ho_pair_get(slot, c->tag); }
 
-/* Up to FFN_BATCH pairs of this step at slots[i0 + i * stride] (i < n), waited for together: all
- * loads of a round in flight at once, one round trip for the batch (spec/mono.md §3.3). */
-#define FFN_BATCH 8u
+/* Up to FFN_BATCH pairs of this step, waited for together (device/handoff.h). */
+#define FFN_BATCH HO_GET_BATCH
 DEV_INLINE void ffn_get_batch(const struct ffn_ctx *c, __global const u64 *slots, u64 i0, u64 stride, u32 n,
                               u32 out[FFN_BATCH]) {
-  u32 have = 0, want = n >= FFN_BATCH ? 0xffu : (1u << n) - 1u;
-  dev_poll_t p;
-  dev_poll_init(&p);
-  for (;;) {
-#pragma unroll
-    for (u32 i = 0; i < FFN_BATCH; i++)
-      if ((want & ~have) >> i & 1u) {
-        u64 v = dev_ld_u64(&slots[i0 + i * stride], DEV_CP_DEV);
-        if ((u32)(v >> 32) == c->tag) out[i] = (u32)v, have |= 1u << i;
-      }
-    if (have == want) break;
-    dev_poll_wait(&p);
-  }
-  dev_poll_done(&p);
+  ho_get_batch(c->tag, slots, i0, stride, n, out);
 }
 
 /* Stage placement (spec/mono.md §3.1): task i of a stage placed from CTA `base` runs on CTA
@@ -108,13 +94,6 @@ struct ffn_route {
 
 /* ---------------------------------------------------------------- LDS */
 
-struct ffn_lds_slice {
-  f32 fn[FFN_MIX][128];        /* fn_eff of the slice's 128 positions (4 streams x 32 columns) */
-  f32 x[FFN_MAX_ROWS][32];     /* the reduced attention output */
-  f32 R[FFN_MAX_ROWS][4][32];  /* the folded streams */
-};
-struct ffn_lds_gate { f32 part[FFN_MAX_NS][FFN_PMIX]; f32 mix[FFN_PMIX]; };
-struct ffn_lds_norm { f32 x[FFN_MAX_D]; f32 wsum[4]; f32 r; };
 struct ffn_lds_route { f32 logit[FFN_MAX_E][4]; f32 val[FFN_MAX_E]; f32 score[FFN_MAX_E]; };
 struct ffn_lds_gemv { gemv_red red[4]; };
 struct ffn_lds_ug { f32 ch[16][64][4]; };
@@ -123,9 +102,9 @@ struct ffn_lds_down { f32 contrib[FFN_MAX_PICKS][16]; f32 shared[FFN_MAX_ROWS][1
 struct ffn_lds {
   struct ffn_route rt;
   union {
-    struct ffn_lds_slice slice;
-    struct ffn_lds_gate gate;
-    struct ffn_lds_norm norm;
+    struct seam_lds_slice slice;
+    struct seam_lds_gate gate;
+    struct seam_lds_norm norm;
     struct ffn_lds_route route;
     struct ffn_lds_gemv gemv;
     struct ffn_lds_ug ug;
@@ -138,10 +117,7 @@ struct ffn_lds {
 /* ---------------------------------------------------------------- small math */
 
 /* IEEE division where the reference divides (the GPU's `/` is not correctly rounded). */
-DEV_INLINE f32 ffn_div(f32 a, f32 b) { return fmt_div_rn(a, b); }
-
-/* 1 / (1 + exp2(z * -LOG2E)) with IEEE division (hm_ref_sigmoid). */
-DEV_INLINE f32 ffn_sigmoid(f32 z) { return ffn_div(1.0f, 1.0f + dev_exp2(z * -FFN_LOG2E)); }
+DEV_INLINE f32 ffn_div(f32 a, f32 b) { return seam_div(a, b); }
 
 /* fmaxf / fminf as v_max_f32 / v_min_f32 (a NaN operand gives the other). */
 DEV_INLINE f32 ffn_max(f32 a, f32 b) { return __builtin_fmaxf(a, b); }

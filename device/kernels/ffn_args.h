@@ -5,6 +5,7 @@
 
 #include "../dev_types.h"
 #include "ar_args.h"
+#include "seam_args.h"
 
 /* The scratch's regions, byte offsets from its base (each 128-byte aligned so no two share a
  * cache line). Tagged pairs are u64 (value, tag); flags are u32 tags; the rest is plain data
@@ -34,17 +35,13 @@ struct ffn_scratch {
  * rank's padded routed intermediate (Ir real), Sh the rank's shared intermediate. bf16 values are
  * u16 bit patterns. */
 struct ffn_args {
-  /* the step's inputs */
-  u64 part;     /* bf16 [S][D]: this rank's unreduced wo_b output */
-  u64 res_in;   /* bf16 [S][4][D]: the attention seam's residual streams (res_mid) */
-  u64 post_in;  /* f32 [S][4] */
-  u64 comb_in;  /* f32 [S][4 src][4 dst] */
-  u64 pre_in;   /* f32 [S][4]: the attention seam's pre (the collapse's "delayed pre") */
+  /* the step's input: this rank's unreduced wo_b output, bf16 [S][D] */
+  u64 part;
+  /* the FFN seam (device/seam.h): res_in = the attention seam's streams (res_mid), post/comb/pre
+   * in = its mixes, hc_ffn_* and ffn_norm, the layer's res/post/comb/pre outputs; its mailboxes
+   * and quantised rows in this launch's scratch (x unused: x is reduced from the ranks' parts) */
+  struct seam_args seam;
   /* the layer's weights (layer/hm_weights.h names) */
-  u64 hc_fn;    /* f32 [24][4D] */
-  u64 hc_scale; /* f32 [3] */
-  u64 hc_base;  /* f32 [24] */
-  u64 norm_w;   /* bf16 [D] (ffn_norm) */
   u64 gate_w;   /* bf16 [E][D] */
   u64 bias;     /* f32 [E] */
   u64 w13;      /* fp4x2 [E][2I][D/2], aiter (16,16) shuffle, gate/up 16-row interleave */
@@ -55,12 +52,8 @@ struct ffn_args {
   u64 sgu_s;    /* e8m0 [2Sh/32][D/32] */
   u64 sw2;      /* e4m3 [D][Sh] */
   u64 sw2_s;    /* e8m0 [D/32][Sh/32] */
-  /* the layer's outputs */
+  /* the layer's output */
   u64 out;      /* bf16 [S][D]: x, the reduced MoE output */
-  u64 res_out;  /* bf16 [S][4][D] */
-  u64 post_out; /* f32 [S][4] */
-  u64 comb_out; /* f32 [S][4][4] */
-  u64 pre_out;  /* f32 [S][4] */
   /* the launch's state */
   u64 scratch;  /* this width's mailboxes, zero at first use */
   struct ffn_scratch L; /* their layout (ffn_scratch_layout, computed by the host) */
@@ -73,22 +66,20 @@ struct ffn_args {
   /* dims */
   u32 S, D, E, topk;
   u32 I, Ir, Sh, w2_cols;
-  u32 ug_groups, rank, tp, sinkhorn_iters;
-  f32 route_scale, swiglu_limit, eps, hc_eps;
-  f32 post_mult;
-  u32 pad[3];
+  u32 ug_groups, rank, tp;
+  f32 route_scale, swiglu_limit;
+  u32 pad[1];
 };
-DEV_ARGS_CHECK(ffn_args, 504);
+DEV_ARGS_CHECK(ffn_args, 576);
 
 /* Token tiles of the MFMA GEMVs (16 tokens a 16x16 tile on gfx950). */
 #define FFN_TILE 16u
-#define FFN_MAX_ROWS 48u
+#define FFN_MAX_ROWS SEAM_MAX_ROWS
 #define FFN_MAX_TOPK 8u
 #define FFN_MAX_E 384u
-#define FFN_MAX_D 8192u
-#define FFN_MIX 24u
-#define FFN_PMIX 25u /* 24 mix partials and the sum of squares a (slice, token) */
-#define FFN_CTA 512u /* work-items a CTA: 8 waves */
+#define FFN_MAX_D SEAM_MAX_D
+#define FFN_PMIX SEAM_PMIX
+#define FFN_CTA SEAM_CTA
 
 /* status "site" numbers of the launch's two all-reduces (kernels/ar_args.h AR_ST_SITE) */
 #define FFN_SITE_ATTN 1u

@@ -1,6 +1,6 @@
 /* tests/layer/test_check_tool.c: `hsa-mono-check ref` as a user runs it: the files it writes (inputs,
- * weights a rank, a file a stage) read back with the library's reader; `hsa-mono-check ffn` on the
- * software agent; their refusals. */
+ * weights a rank, a file a stage) read back with the library's reader; `hsa-mono-check ffn` and
+ * `hsa-mono-check k1` on the software agent; their refusals. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,12 +100,50 @@ START_TEST(ffn_harness) {
 }
 END_TEST
 
+/* The K1 harness on the software agent: a tiny REUSE layer (ratio 2) at TP2 passes, a line for
+ * every output within its tolerance, every rank holding rank 0's bits; a ratio K1 has no layer of
+ * and a layer whose ratio is not --ratio's are usage errors (exit status 2). */
+START_TEST(k1_harness) {
+  const char *bin = getenv("HSAMONO_CHECK_BIN");
+  ck_assert_msg(bin != NULL, "HSAMONO_CHECK_BIN not set");
+  char cmd[1024], line[512];
+  snprintf(cmd, sizeof cmd, "HSAMONO_RUNTIME=sim %s k1 --config tiny --tp 2 --rows 2 --ratio 2 2>&1", bin);
+  FILE *p = popen(cmd, "r");
+  ck_assert_ptr_nonnull(p);
+  /* the float outputs (max-abs, error, cosine), then the records, the cache and the key table */
+  static const char *const outputs[] = {"res", "post", "comb", "pre", "q.rank0", "q.rank1",
+                                        "records", "cache", "kt", "klen"};
+  const unsigned nout = sizeof outputs / sizeof *outputs;
+  unsigned seen[sizeof outputs / sizeof *outputs] = {0}, floats = 0, pass = 0, same = 0;
+  while (fgets(line, sizeof line, p)) {
+    fputs(line, stderr); /* the log shows what the tool printed */
+    for (unsigned i = 0; i < nout; i++) {
+      size_t n = strlen(outputs[i]);
+      if (!strncmp(line, "  ", 2) && !strncmp(line + 2, outputs[i], n) && line[2 + n] == ' ' && strstr(line, " ok "))
+        seen[i]++;
+    }
+    if (strstr(line, "max_abs")) floats++;
+    if (strstr(line, "rank 1: holds rank 0's bits")) same++;
+    if (!strcmp(line, "PASS\n")) pass++;
+  }
+  int rc = pclose(p);
+  ck_assert_msg(WIFEXITED(rc) && WEXITSTATUS(rc) == 0, "hsa-mono-check k1 exited %d", rc);
+  for (unsigned i = 0; i < nout; i++) ck_assert_msg(seen[i] == 1, "no single ok line for %s", outputs[i]);
+  ck_assert_uint_eq(floats, 6); /* no x_out / qr_out: layer 3 is not an index source */
+  ck_assert_uint_eq(same, 1);
+  ck_assert_uint_eq(pass, 1);
+  ck_assert_int_eq(run("k1 --config tiny --tp 2 --rows 2 --ratio 3"), 2);
+  ck_assert_int_eq(run("k1 --config tiny --tp 2 --rows 2 --layer 3 --ratio 1"), 2);
+}
+END_TEST
+
 Suite *hm_test_suite(void) {
   Suite *s = suite_create("layer-check-tool");
   TCase *tc = tcase_create("tool");
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, ref_layer_files);
   tcase_add_test(tc, ffn_harness);
+  tcase_add_test(tc, k1_harness);
   suite_add_tcase(s, tc);
   return s;
 }

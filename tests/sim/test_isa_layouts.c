@@ -638,6 +638,57 @@ START_TEST(nan_scale) {
 }
 END_TEST
 
+/* The narrow formats' integer fast path (hm_isa_mfma_fast_path) computes the same exact sum as
+ * the general path: random operands of every narrow format pairing (NaN and zero codes of both
+ * signs among them, whole zero columns as a GEMV's padded tokens give), scales around 127 with
+ * an occasional NaN scale, and C of every class; every lane's D bit for bit, both ways. */
+static u32 rnd_state = 12345;
+static u32 rnd(void) {
+  rnd_state = rnd_state * 1664525u + 1013904223u;
+  return rnd_state >> 8;
+}
+START_TEST(fast_path_matches_general) {
+  static f32 d0[64][16], d1[64][16];
+  struct { enum hm_isa_arch arch; enum dev_mfma_op op; } ops[] = {
+      {HM_ISA_GFX950, DEV_MFMA_SCALE_F32_16X16X128_F8F6F4},
+      {HM_ISA_GFX950, DEV_MFMA_SCALE_F32_32X32X64_F8F6F4},
+      {HM_ISA_GFX942, DEV_MFMA_F32_16X16X32_FP8},
+  };
+  const f32 cs[] = {0.0f, -0.0f, 1.0f, -3.5f, 0x1p-140f, 0x1p100f, 1e-3f, INFINITY};
+  for (unsigned it = 0; it < 400; it++) {
+    unsigned o = it % 3;
+    memset(lanes, 0, sizeof lanes);
+    u32 fa = rnd() % 2 ? DEV_FMT_FP8 : DEV_FMT_FP4, fb = rnd() % 2 ? DEV_FMT_FP8 : DEV_FMT_FP4;
+    unsigned zero_col = rnd() % 16, sparse = rnd() % 4;
+    for (unsigned l = 0; l < 64; l++) {
+      for (unsigned w = 0; w < 8; w++) {
+        u32 a = rnd() ^ rnd() << 16, b = rnd() ^ rnd() << 16;
+        if (sparse == 0) a &= 0x0f0f0f0f; /* small values and zeros */
+        if (sparse == 1) b = (rnd() % 3) ? 0 : 0x80808080u & b; /* zeros of both signs */
+        lanes[l].a[w] = a, lanes[l].b[w] = b;
+      }
+      if (l % 16 == zero_col) memset(lanes[l].b, 0, sizeof lanes[l].b);
+      if (l % 16 == (zero_col + 5) % 16) memset(lanes[l].a, sparse == 2 ? 0x80 : 0, sizeof lanes[l].a);
+      if (sparse == 3 && l % 16 == (zero_col + 9) % 16) /* zeros whose signs alternate, both sides */
+        for (unsigned w = 0; w < 8; w++) lanes[l].a[w] = 0x00800080u, lanes[l].b[w] = 0x80008000u;
+      for (unsigned r = 0; r < 16; r++) lanes[l].c[r] = cs[rnd() % (sizeof cs / sizeof *cs - (it % 7 ? 1 : 0))];
+      lanes[l].fmt_a = fa, lanes[l].fmt_b = fb;
+      lanes[l].scale_a = rnd() % 200 == 0 ? 255u : 127 - 6 + rnd() % 12;
+      lanes[l].scale_b = 127 - 6 + rnd() % 12;
+    }
+    hm_isa_mfma_fast_path(false);
+    for (unsigned l = 0; l < 64; l++) ck_assert(hm_isa_mfma(ops[o].arch, ops[o].op, lanes, l, d0[l]));
+    hm_isa_mfma_fast_path(true);
+    for (unsigned l = 0; l < 64; l++) ck_assert(hm_isa_mfma(ops[o].arch, ops[o].op, lanes, l, d1[l]));
+    for (unsigned l = 0; l < 64; l++)
+      for (unsigned r = 0; r < 16; r++)
+        ck_assert_msg(fmt_bits(d0[l][r]) == fmt_bits(d1[l][r]) || (isnan(d0[l][r]) && isnan(d1[l][r])),
+                      "op %u iteration %u lane %u reg %u: general %a, fast %a", o, it, l, r, (double)d0[l][r],
+                      (double)d1[l][r]);
+  }
+}
+END_TEST
+
 Suite *hm_test_suite(void) {
   Suite *s = suite_create("isa_layouts");
   TCase *tc = tcase_create("cdna3");
@@ -658,6 +709,7 @@ Suite *hm_test_suite(void) {
   tc = tcase_create("model");
   tcase_add_test(tc, accumulation_model);
   tcase_add_test(tc, nan_scale);
+  tcase_add_test(tc, fast_path_matches_general);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -1,6 +1,6 @@
 /* tests/tools/test_bench.c: runs hsa-mono-bench as a user would, on the software agent: the FFN
- * bench's table (labelled, its floor consistent with its bytes), and `host` without valgrind and
- * with a valgrind that fails (each said as what it is). */
+ * and K1 benches' tables (labelled, their floors consistent with their bytes), and `host` without
+ * valgrind and with a valgrind that fails (each said as what it is). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -69,6 +69,44 @@ START_TEST(ffn_bad_usage) {
 }
 END_TEST
 
+/* The K1 bench on a tiny layer at its default TP4: one row of rows, µs, bytes, both floors and the
+ * ratio to the floor, labelled as the software agent's CPU time; the floor is the bytes at 8.0
+ * and 7.2 TB/s. */
+START_TEST(k1_table) {
+  char *out;
+  ck_assert_int_eq(run_bench("HSAMONO_RUNTIME=sim", "k1 --config tiny --rows 1 --steps 1", &out), 0);
+  ck_assert_ptr_nonnull(strstr(out, "on the SOFTWARE AGENT"));
+  ck_assert_ptr_nonnull(strstr(out, "TP4"));
+  unsigned seen = 0;
+  for (char *l = strtok(out, "\n"); l; l = strtok(NULL, "\n")) {
+    unsigned rows;
+    double us, bytes, f8, f72, x;
+    if (sscanf(l, " %u %lf %lf %lf %lf %lf", &rows, &us, &bytes, &f8, &f72, &x) != 6) continue;
+    ck_assert_ptr_nonnull(strstr(l, "(software agent: CPU time)"));
+    ck_assert_uint_eq(rows, 1);
+    /* wqkv and wq_b alone are megabytes on the tiny layer */
+    ck_assert_msg(bytes > 1e6 && us > 0, "%s", l);
+    ck_assert_msg(fabs(f8 - bytes / 8.0e6) <= 0.006 && fabs(f72 - bytes / 7.2e6) <= 0.006, "%s", l);
+    /* x_floor = µs / floor, up to the printed roundings (floor to 0.005, x to 0.05, µs to 0.05) */
+    ck_assert_msg(fabs(x * f8 - us) <= x * 0.0051 + 0.05 * f8 + 0.05, "%s", l);
+    seen++;
+  }
+  ck_assert_uint_eq(seen, 1);
+  free(out);
+}
+END_TEST
+
+START_TEST(k1_bad_usage) {
+  char *out;
+  ck_assert_int_eq(run_bench(NULL, "k1 --tp 3", &out), 2);
+  free(out);
+  ck_assert_int_eq(run_bench(NULL, "k1 --rows 1,49", &out), 2);
+  free(out);
+  ck_assert_int_eq(run_bench(NULL, "k1 --steps x", &out), 2);
+  free(out);
+}
+END_TEST
+
 /* host with no valgrind on PATH: the timings, and a line saying why there are no counts. */
 START_TEST(host_without_valgrind) {
   char dir[] = "/tmp/hm-bench-XXXXXX", env[64], *out;
@@ -108,6 +146,8 @@ Suite *hm_test_suite(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, ffn_table);
   tcase_add_test(tc, ffn_bad_usage);
+  tcase_add_test(tc, k1_table);
+  tcase_add_test(tc, k1_bad_usage);
   tcase_add_test(tc, host_without_valgrind);
   tcase_add_test(tc, host_failed_callgrind);
   suite_add_tcase(s, tc);

@@ -18,6 +18,7 @@ int bench_host(int argc, char **argv);
 int bench_sim(int argc, char **argv);
 int bench_allreduce(int argc, char **argv);
 int bench_ffn(int argc, char **argv);
+int bench_k1(int argc, char **argv);
 
 /* Open the runtime HSAMONO_RUNTIME selects and print one line saying which, so no software-agent
  * figure is read as a GPU figure. Exits the process with a message on failure. */

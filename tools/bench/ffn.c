@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../ffn_tool.h"
+#include "../launch_tool.h"
 #include "bench.h"
 #include "hm_config.h"
 #include "hm_ffn_group.h"
@@ -91,15 +92,11 @@ int bench_ffn(int argc, char **argv) {
   printf("# FFN launch: %s layer %ld, hidden %u, %u experts top-%u%s, TP%ld, %ld steps a width\n", model, layer,
          cfg.hidden, cfg.experts, cfg.topk, reduced ? " (REDUCED expert count)" : "", tp, steps);
   hm_layer_weights w[4];
-  hm_gen gen = {0};
   int rc = 1;
   uint32_t built = 0;
   hm_ffn_group *g = NULL;
-  if (hm_gen_init(&gen, &cfg, seed) != HM_OK) goto fail;
-  hm_source src = hm_gen_source(&gen);
-  hm_build_opts bo = {HM_WPART_FFN, 0};
-  for (; built < (uint32_t)tp; built++)
-    if (hm_weights_build(&cfg, (uint32_t)tp, built, &src, &bo, &w[built]) != HM_OK) goto fail;
+  if (launch_tool_weights(&cfg, (uint32_t)tp, seed, HM_WPART_FFN, w) != HM_OK) goto fail;
+  built = (uint32_t)tp;
   hm_ffn_config fc = ffn_tool_launch(rt, reduced, ctas);
   if (hm_ffn_group_create(rt, w, (uint32_t)tp, &fc, &g) != HM_OK) goto fail;
   printf("# grid %u CTAs x 512 work-items a rank\n", hm_ffn_grid(hm_ffn_group_rank(g, 0)));
@@ -146,7 +143,6 @@ fail:
 done:
   hm_ffn_group_destroy(g);
   for (uint32_t r = 0; r < built; r++) hm_weights_free(&w[r]);
-  hm_gen_free(&gen);
   hm_runtime_close(rt);
   return rc;
 }

@@ -11,6 +11,7 @@ static const struct bench_cmd cmds[] = {
     {"host", "host-side cost of a dispatch and of a replayed chain: ns and instructions", bench_host},
     {"sim", "the software agent's speed: 256 CTAs x 512 work-items with 10 barriers", bench_sim},
     {"ffn", "µs a step of the FFN launch, the bytes it must read and the HBM floor (--tp N --rows R)", bench_ffn},
+    {"k1", "µs a step of K1 (attention seam + front), the bytes it must read and the HBM floor", bench_k1},
     {"allreduce", "µs a step of the peer all-reduce by size, beside the xGMI floor (--tp N --rows R)", bench_allreduce},
 };
 

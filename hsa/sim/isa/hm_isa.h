@@ -68,6 +68,11 @@ bool hm_isa_mfma_supported(enum hm_isa_arch arch, enum dev_mfma_op op);
 bool hm_isa_mfma(enum hm_isa_arch arch, enum dev_mfma_op op, const struct dev_mfma_lane lanes[64],
                  unsigned lane, f32 d[16]);
 
+/* Whether hm_isa_mfma may sum narrow operands (e4m3, FNUZ e4m3, e2m1) as integers a 32-wide
+ * block (on by default; the result is the same exact sum, computed faster). Off: the general
+ * path, for tests that compare the two. Takes effect at the next instruction a thread decodes. */
+void hm_isa_mfma_fast_path(bool on);
+
 /* v_cvt_pk_fp8_f32 / v_cvt_pk_bf8_f32: a into byte 0 and b into byte 1 of the low (sel == 0)
  * or high (sel != 0) half of old, the other half kept. v_cvt_f32_fp8 / v_cvt_f32_bf8: byte
  * (sel & 3) of old decoded; returns the f32's bits. a and b are ignored by the decodes. An

@@ -247,6 +247,35 @@ static struct val value(enum elem e, u32 code) {
 __extension__ typedef __int128 i128;
 __extension__ typedef unsigned __int128 u128;
 
+/* The exact sum of n finite nonzero terms (-1)^tn m 2^te (lo: the lowest te; hi: one past the
+ * highest bit), rounded once to f32; n == 0 gives the zero that all_neg_zero says. The terms
+ * usually span few binades, so they are summed in a 128-bit integer aligned at the lowest term
+ * when their span plus 8 carry bits fits; otherwise in the wide accumulator. Both are exact. */
+static f32 sum_terms(const u64 *tm, const i32 *te, const u8 *tn, unsigned n, i32 lo, i32 hi, bool all_neg_zero) {
+  if (!n) return fmt_float(all_neg_zero ? 0x80000000u : 0u);
+  if (hi - lo <= 118) { /* every term < 2^118 after alignment; 129 of them < 2^126 */
+    i128 acc = 0;
+    for (unsigned x = 0; x < n; x++) {
+      i128 v = (i128)tm[x] << (te[x] - lo);
+      acc += tn[x] ? -v : v;
+    }
+    if (acc == 0) return fmt_float(0u); /* exact cancellation of nonzero terms: +0 */
+    bool neg = acc < 0;
+    u128 mag = neg ? (u128)(-acc) : (u128)acc;
+    u64 h64 = (u64)(mag >> 64);
+    unsigned p = h64 ? 127u - (unsigned)__builtin_clzll(h64) : 63u - (unsigned)__builtin_clzll((u64)mag);
+    if (p <= 60) return fmt_f32_from_scaled(neg, (u64)mag, lo);
+    unsigned drop = p - 60; /* keep 61 bits, fold the rest into a sticky bit */
+    u64 m = (u64)(mag >> drop);
+    bool sticky = (mag & (((u128)1 << drop) - 1)) != 0;
+    return fmt_f32_from_scaled(neg, (m << 1) | (sticky ? 1u : 0u), lo + (i32)drop - 1);
+  }
+  struct acc w;
+  acc_init(&w);
+  for (unsigned x = 0; x < n; x++) acc_term(&w, tn[x] != 0, tm[x], te[x]);
+  return acc_round(&w);
+}
+
 /* C + sum_k A[i][k] B[k][j] (times the block scales), per the model in hm_isa.h: `a` and `b`
  * are row i of A and column j of B, decoded; sa / sb the E8M0 codes of each 32-wide K block
  * (NULL for unscaled forms). The terms usually span few binades (narrow formats, scales
@@ -299,31 +328,83 @@ static f32 dot(const struct val *a, const struct val *b, unsigned k, const u32 *
     }
     return (f32)s;
   }
-  if (!n) return fmt_float(all_neg_zero ? 0x80000000u : 0u);
-  if (hi - lo <= 118) { /* every term < 2^118 after alignment; 129 of them < 2^126 */
-    i128 acc = 0;
-    for (unsigned x = 0; x < n; x++) {
-      i128 v = (i128)tm[x] << (te[x] - lo);
-      acc += tn[x] ? -v : v;
-    }
-    if (acc == 0) return fmt_float(0u); /* exact cancellation of nonzero terms: +0 */
-    bool neg = acc < 0;
-    u128 mag = neg ? (u128)(-acc) : (u128)acc;
-    u64 h64 = (u64)(mag >> 64);
-    unsigned p = h64 ? 127u - (unsigned)__builtin_clzll(h64) : 63u - (unsigned)__builtin_clzll((u64)mag);
-    if (p <= 60) return fmt_f32_from_scaled(neg, (u64)mag, lo);
-    unsigned drop = p - 60; /* keep 61 bits, fold the rest into a sticky bit */
-    u64 m = (u64)(mag >> drop);
-    bool sticky = (mag & (((u128)1 << drop) - 1)) != 0;
-    return fmt_f32_from_scaled(neg, (m << 1) | (sticky ? 1u : 0u), lo + (i32)drop - 1);
-  }
-  struct acc w;
-  acc_init(&w);
-  for (unsigned x = 0; x < n; x++) acc_term(&w, tn[x] != 0, tm[x], te[x]);
-  return acc_round(&w);
+  return sum_terms(tm, te, tn, n, lo, hi, all_neg_zero);
 }
 
 /* ---------------------------------------------------------------- hm_isa_mfma */
+
+static _Atomic bool fast_off; /* hm_isa_mfma_fast_path(false): tests compare the two paths */
+void hm_isa_mfma_fast_path(bool on) { fast_off = !on; }
+
+/* ---------------------------------------------------------------- the integer fast path */
+
+/* e4m3 (OCP and FNUZ) and e2m1 values are small integers times their format's smallest step
+ * (2^-9, 2^-10, 2^-1): |v| < 2^18. A product is then an exact integer below 2^36 and a 32-wide
+ * block's sum one below 2^41, so a block needs only integer multiply-adds; the blocks (each at
+ * the weight its two scales give) and C are then summed exactly by sum_terms. The result is the
+ * same exact sum rounded once: the fast path changes the cost, never the value. */
+static bool int_step(enum elem e, i32 *off) {
+  switch (e) {
+  case EL_E4M3: *off = -9; return true;
+  case EL_E4M3FNUZ: *off = -10; return true;
+  case EL_E2M1: *off = -1; return true;
+  default: return false;
+  }
+}
+
+/* v as an integer multiple of 2^off (a finite narrow value); sign applied */
+static i32 int_of(const struct val *v, i32 off) {
+  if (v->cls != 1) return 0;
+  i32 x = (i32)v->m << (v->e - off);
+  return v->neg ? -x : x;
+}
+
+/* The dot product of fast_dot's model: C + sum over 32-wide blocks of 2^(offa + offb + scales) *
+ * (integer block sum). a, b: the decoded row / column (for signs of zeros); ia, ib: their
+ * integers; escale[kb]: the two scales' exponents of block kb. C finite or zero. */
+static f32 fast_dot(const struct val *a, const struct val *b, const i32 *ia, const i32 *ib, unsigned k, i32 off,
+                    const i32 *escale, f32 c, bool zero, unsigned sa, unsigned sb) {
+  u64 tm[5];
+  i32 te[5];
+  u8 tn[5];
+  unsigned n = 0;
+  i32 lo = 0, hi = 0;
+  struct val cv = split(c);
+  if (cv.cls == 1) {
+    tm[0] = cv.m, te[0] = cv.e, tn[0] = cv.neg, n = 1;
+    lo = cv.e, hi = cv.e + 32 - __builtin_clz(cv.m);
+  }
+  bool any = false;
+  for (unsigned kb = 0; kb < k / 32 && !zero; kb++) {
+    i64 sum = 0;
+    for (unsigned x = 32 * kb; x < 32 * kb + 32; x++) sum += (i64)ia[x] * ib[x];
+    if (!sum) continue;
+    any = true;
+    u64 m = sum < 0 ? (u64)-sum : (u64)sum;
+    i32 e = off + escale[kb];
+    i32 top = e + 64 - __builtin_clzll(m);
+    if (!n || e < lo) lo = e;
+    if (!n || top > hi) hi = top;
+    tm[n] = m, te[n] = e, tn[n] = sum < 0, n++;
+  }
+  if (n) {
+    if (!any && cv.cls == 1) return c; /* only C: exact already */
+    return sum_terms(tm, te, tn, n, lo, hi, false);
+  }
+  /* C is zero and the products sum to zero: +0 if some product is nonzero (they cancelled);
+   * otherwise -0 only when C and every product are -0 (the model of hm_isa.h) */
+  /* a zero row or column (a GEMV's padded tokens): every product a zero; with one sign a side,
+   * known at once (-0 needs every pair's signs opposite), else counted below */
+  if (zero && (!cv.neg || (sa && sb))) return fmt_float(cv.neg && (sa ^ sb) == 3 ? 0x80000000u : 0u);
+  bool all_neg_zero = cv.neg != 0;
+  for (unsigned x = 0; x < k; x++) {
+    if (ia[x] && ib[x]) return fmt_float(0u);
+    all_neg_zero = all_neg_zero && (a[x].neg ^ b[x].neg) != 0;
+  }
+  return fmt_float(all_neg_zero ? 0x80000000u : 0u);
+}
+
+
 
 static bool fmt_elem(u32 fmt, enum elem *e) {
   switch (fmt) {
@@ -357,6 +438,14 @@ struct mfma_cache {
   u32 regs[64][16]; /* a[0..7] then b[0..7] of every lane */
   struct val a[32 * 128]; /* A row-major, rows of k */
   struct val bt[32 * 128]; /* B transposed: column j's k values contiguous */
+  /* the integer form (fast_dot): both operands narrow, every value an integer multiple of its
+   * format's smallest step 2^off */
+  bool fast, fast_off;
+  i32 offa, offb;
+  i32 ia[32 * 128], ibt[32 * 128];
+  u8 aspec[32], bspec[32]; /* the row / column holds an inf or NaN */
+  u8 azero[32], bzero[32]; /* every value of the row / column is a zero */
+  u8 asign[32], bsign[32]; /* 1: every sign of the row / column is +, 2: every sign -, 0: mixed */
 };
 static pthread_key_t cache_key;
 static bool cache_key_ok;
@@ -379,7 +468,7 @@ static struct mfma_cache *cache_get(void) {
 
 static bool cache_hit(const struct mfma_cache *c, enum hm_isa_arch arch, enum dev_mfma_op op,
                       enum elem ea, enum elem eb, const struct dev_mfma_lane *lanes) {
-  if (!c->valid || c->arch != arch || c->op != op || c->ea != ea || c->eb != eb) return false;
+  if (!c->valid || c->arch != arch || c->op != op || c->ea != ea || c->eb != eb || c->fast_off != fast_off) return false;
   for (unsigned l = 0; l < 64; l++)
     if (memcmp(c->regs[l], lanes[l].a, 32) || memcmp(c->regs[l] + 8, lanes[l].b, 32)) return false;
   return true;
@@ -422,6 +511,21 @@ bool hm_isa_mfma(enum hm_isa_arch arch, enum dev_mfma_op op, const struct dev_mf
       gather(op, ea, false, lanes, r, k, &c->a[r * k]);
       gather(op, eb, true, lanes, r, k, &c->bt[r * k]);
     }
+    c->fast_off = fast_off;
+    c->fast = !fast_off && k % 32 == 0 && int_step(ea, &c->offa) && int_step(eb, &c->offb);
+    for (unsigned r = 0; c->fast && r < m; r++) {
+      c->aspec[r] = c->bspec[r] = 0;
+      c->azero[r] = c->bzero[r] = 1;
+      c->asign[r] = c->bsign[r] = 3;
+      for (unsigned x = 0; x < k; x++) {
+        const struct val *va = &c->a[r * k + x], *vb = &c->bt[r * k + x];
+        c->aspec[r] |= va->cls == 2, c->bspec[r] |= vb->cls == 2;
+        c->azero[r] &= va->cls == 0, c->bzero[r] &= vb->cls == 0;
+        c->asign[r] &= va->neg ? 2 : 1, c->bsign[r] &= vb->neg ? 2 : 1;
+        c->ia[r * k + x] = int_of(va, c->offa);
+        c->ibt[r * k + x] = int_of(vb, c->offb);
+      }
+    }
   }
   struct val bcol[128], arow[128];
   const struct val *bj = bcol;
@@ -441,7 +545,18 @@ bool hm_isa_mfma(enum hm_isa_arch arch, enum dev_mfma_op op, const struct dev_mf
     if (sh.scaled)
       for (unsigned kb = 0; kb < k / 32; kb++)
         sav[kb] = (lanes[m * kb + i].scale_a >> (8 * lanes[lane].opsel_a)) & 0xffu;
-    d[r] = dot(ai, bj, k, sh.scaled ? sav : NULL, sh.scaled ? sbv : NULL, lanes[lane].c[r]);
+    f32 cin = lanes[lane].c[r];
+    bool fast = c && c->fast && !c->aspec[i] && !c->bspec[j] && (fmt_bits(cin) & 0x7fffffffu) < 0x7f800000u;
+    i32 escale[4] = {0, 0, 0, 0};
+    for (unsigned kb = 0; fast && sh.scaled && kb < k / 32; kb++) {
+      if (sav[kb] == 255u || sbv[kb] == 255u) fast = false; /* a NaN scale: the general path */
+      escale[kb] = (i32)sav[kb] - 127 + (i32)sbv[kb] - 127;
+    }
+    if (fast)
+      d[r] = fast_dot(ai, bj, &c->ia[i * k], &c->ibt[j * k], k, c->offa + c->offb, escale, cin,
+                      c->azero[i] || c->bzero[j], c->asign[i], c->bsign[j]);
+    else
+      d[r] = dot(ai, bj, k, sh.scaled ? sav : NULL, sh.scaled ? sbv : NULL, cin);
   }
   return true;
 }

@@ -1,0 +1,23 @@
+/* layer/bind_internal.h: what the launch runners share to bind a layer's weights (ffn_bind.c,
+ * k1_bind.c): every tensor's dtype and shape checked by name, then one upload through staging. */
+#ifndef HM_BIND_INTERNAL_H
+#define HM_BIND_INTERNAL_H
+
+#include "hm_hsa.h"
+#include "hm_weights.h"
+
+/* A tensor a launch reads: its kernel-side name, dtype and shape. */
+struct hm_bind_want {
+  const char *name;
+  hm_dtype dt;
+  uint32_t ndim;
+  uint64_t shape[3];
+};
+
+/* Checks the n tensors of want[] in w (a missing or mismatched one fails naming it and both
+ * shapes, as "<who>: ...") and copies each to a new coarse allocation of a, in out[0..n) (which the
+ * caller zeroed). On any failure nothing is left allocated and out[] is zero again. */
+hm_status hm_bind_tensors(hm_agent *a, const hm_layer_weights *w, const char *who, const struct hm_bind_want *want,
+                          unsigned n, void **out);
+
+#endif /* HM_BIND_INTERNAL_H */

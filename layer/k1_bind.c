@@ -1,0 +1,66 @@
+/* layer/k1_bind.c: what hm_k1_create checks before anything runs (the rules of spec/mono.md §5 that
+ * apply to K1, the kernel's limits, every weight's dtype and shape) and the weights' upload. */
+#include <string.h>
+
+#include "bind_internal.h"
+#include "k1_internal.h"
+
+/* ---------------------------------------------------------------- eligibility */
+
+hm_status hm_k1_check_agent(hm_agent *a, const hm_k1_config *cfg) {
+  const hm_agent_info *ai = hm_agent_info_of(a);
+  if (strcmp(ai->name, "gfx950") != 0)
+    return hm_fail(HM_ERR_REFUSED,
+                   "K1: spec/mono.md §5.1.2: K1's kernel is built for gfx950 and agent %u is %s (gfx942's K1 is "
+                   "not written)",
+                   hm_agent_index(a), ai->name);
+  uint32_t min_cus = cfg && cfg->min_cus ? cfg->min_cus : 256;
+  if (ai->cus < min_cus)
+    return hm_fail(HM_ERR_REFUSED, "K1: spec/mono.md §5.1.6: agent %u has %u CUs, K1 wants %u", hm_agent_index(a),
+                   ai->cus, min_cus);
+  return HM_OK;
+}
+
+hm_status hm_k1_check_layer(const hm_layer_weights *w) {
+  const hm_layer_config *c = &w->cfg;
+  const uint32_t tp = w->dims.tp;
+  if (tp != 2 && tp != 4) return hm_fail(HM_ERR_REFUSED, "K1: spec/mono.md §5.1.3: TP %u (K1 runs TP 2 or 4)", tp);
+  if (!(w->parts & HM_WPART_ATTN))
+    return hm_fail(HM_ERR_INVALID_ARG, "K1: layer %d's weights were built without the attention part (HM_WPART_ATTN)", c->layer);
+  if (w->rope_positions == 0) return hm_fail(HM_ERR_INVALID_ARG, "K1: layer %d's weights have no RoPE rows", c->layer);
+  if (w->rank >= tp) return hm_fail(HM_ERR_INVALID_ARG, "K1: the weights are rank %u's of TP %u", w->rank, tp);
+  /* the kernel's own limits (device/kernels/k1_args.h, seam_args.h) */
+  if (c->hidden == 0 || c->hidden % 256 || c->hidden > SEAM_MAX_D)
+    return hm_fail(HM_ERR_REFUSED, "K1: hidden %u (the kernel takes multiples of 256 up to %u)", c->hidden,
+                   SEAM_MAX_D);
+  if (c->q_lora == 0 || c->q_lora % 128 || c->q_lora > K1_MAX_Q)
+    return hm_fail(HM_ERR_REFUSED, "K1: q latent %u (the kernel takes multiples of 128 up to %u)", c->q_lora,
+                   K1_MAX_Q);
+  if (c->head_dim != K1_HEAD || c->nope_dim != K1_NOPE || c->rope_dim != K1_HEAD - K1_NOPE)
+    return hm_fail(HM_ERR_REFUSED, "K1: head dim %u (%u nope + %u rope; the kernel takes %u = %u + %u)", c->head_dim,
+                   c->nope_dim, c->rope_dim, K1_HEAD, K1_NOPE, K1_HEAD - K1_NOPE);
+  if (c->compress_ratio > 2)
+    return hm_fail(HM_ERR_REFUSED, "K1: compress ratio %u (the kernel takes 0, 1 or 2)", c->compress_ratio);
+  if (w->dims.heads == 0) return hm_fail(HM_ERR_REFUSED, "K1: no heads on rank %u of TP %u", w->rank, tp);
+  return HM_OK;
+}
+
+/* ---------------------------------------------------------------- weights */
+
+hm_status hm_k1_bind_weights(hm_k1 *k, const hm_layer_weights *w) {
+  const uint64_t D = k->cfg.hidden, Q = k->cfg.q_lora, H = k->dims.heads, N = Q + K1_HEAD;
+  const struct hm_bind_want want[K1_T_COUNT] = {
+      [K1_T_HC_FN] = {"hc_attn_fn", HM_DT_F32, 2, {HM_MIX, HM_HC * D}},
+      [K1_T_HC_SCALE] = {"hc_attn_scale", HM_DT_F32, 1, {3}},
+      [K1_T_HC_BASE] = {"hc_attn_base", HM_DT_F32, 1, {HM_MIX}},
+      [K1_T_NORM] = {"attn_norm", HM_DT_BF16, 1, {D}},
+      [K1_T_WQKV] = {"wqkv", HM_DT_E4M3, 2, {N, D}},
+      [K1_T_WQKV_S] = {"wqkv_s", HM_DT_E8M0, 2, {N / 32, D / 32}},
+      [K1_T_Q_NORM] = {"q_norm", HM_DT_BF16, 1, {Q}},
+      [K1_T_KV_NORM] = {"kv_norm", HM_DT_BF16, 1, {K1_HEAD}},
+      [K1_T_WQ_B] = {"wq_b", HM_DT_E4M3, 2, {H * K1_HEAD, Q}},
+      [K1_T_WQ_B_S] = {"wq_b_s", HM_DT_E8M0, 2, {H * K1_HEAD / 32, Q / 32}},
+      [K1_T_COS_SIN] = {"cos_sin", HM_DT_F32, 2, {w->rope_positions, HM_ROPE_DIM}},
+  };
+  return hm_bind_tensors(k->agent, w, "K1 weights", want, K1_T_COUNT, k->w);
+}

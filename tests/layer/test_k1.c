@@ -1,0 +1,458 @@
+/* tests/layer/test_k1.c: K1 (issue 11) on the software agent against the fp32 reference, stage by
+ * stage and whole: TP 2 and 4, rows 1..48, ratios 0/1/2, the index build and keylist, replays. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats.h"
+#include "helpers.h"
+#include "hm_k1_group.h"
+#include "kernels/k1_args.h"
+
+static hm_runtime *open_sim(void) {
+  hm_runtime *rt;
+  ck_assert_msg(hm_runtime_open("sim", &rt) == HM_OK, "sim: %s", hm_errmsg());
+  return rt;
+}
+
+/* 8-CTA parts on the software agent (tests/layer/meson.build), so every stage's placement wraps. */
+static const hm_k1_config small_grid = {.min_cus = 1};
+
+/* A copy of n bytes of device memory (through host-visible staging, as on a GPU). */
+static void *fetch(hm_runtime *rt, hm_agent *a, const void *dev, size_t n) {
+  void *stage, *out = malloc(n ? n : 1);
+  ck_assert_int_eq(hm_mem_alloc(a, HM_POOL_HOST, n, 0, &stage), HM_OK);
+  hm_signal none = {0};
+  ck_assert_int_eq(hm_mem_copy(rt, stage, dev, n, none), HM_OK);
+  memcpy(out, stage, n);
+  hm_mem_free(rt, stage);
+  return out;
+}
+
+/* ---------------------------------------------------------------- a case */
+
+/* How a case bends the generated step. */
+typedef struct shape {
+  uint32_t S, reqs, ctx, block;
+  int32_t dead_row; /* a row given slot -1 (a padding token), or -1 for none */
+} shape;
+
+typedef struct k1_case {
+  hm_layer_config cfg;
+  uint32_t tp, S, H, Q;
+  bool index;
+  hm_gen_step step;   /* what the device gets (its cache as before the step) */
+  hm_gen_step before; /* an untouched copy of the cache, to see what K1 wrote */
+  hm_gen_step refs;   /* the reference's copy (its cache after the reference's step) */
+  hm_tensor_set ref;
+  hm_k1_outputs o[4];
+} k1_case;
+
+static void case_make(k1_case *c, const hm_layer_weights *w, uint32_t tp, const shape *sh, uint64_t seed) {
+  memset(c, 0, sizeof *c);
+  c->cfg = w[0].cfg, c->tp = tp, c->S = sh->S, c->H = w[0].dims.heads, c->Q = c->cfg.q_lora;
+  c->index = hm_config_has(&c->cfg, HM_ROLE_INDEX_SOURCE);
+  hm_status st = hm_gen_step_make_block(&c->cfg, sh->S, sh->reqs, sh->ctx, sh->block, seed, &c->step);
+  ck_assert_msg(st == HM_OK, "step: %s", hm_errmsg());
+  if (sh->dead_row >= 0) c->step.slot[sh->dead_row] = -1;
+  ck_assert_int_eq(hm_gen_step_copy(&c->step, &c->before), HM_OK);
+  ck_assert_int_eq(hm_gen_step_copy(&c->step, &c->refs), HM_OK);
+  hm_tset_init(&c->ref);
+  hm_ref_k1_in in = {sh->S, c->refs.x, c->refs.res, c->refs.post, c->refs.comb, c->refs.pre, &c->refs.in};
+  st = hm_ref_k1(w, tp, &in, c->index, &c->ref);
+  ck_assert_msg(st == HM_OK, "reference: %s", hm_errmsg());
+  const uint32_t S = sh->S, D = c->cfg.hidden;
+  for (uint32_t r = 0; r < tp; r++) {
+    hm_k1_outputs *o = &c->o[r];
+    o->res = calloc((size_t)S * 4 * D, 4), o->post = calloc(S * 4, 4), o->comb = calloc(S * 16, 4);
+    o->pre = calloc(S * 4, 4), o->q = calloc((size_t)S * c->H * 512, 4);
+    o->kt = calloc((size_t)S * K1_KEYS, 4), o->klen = calloc(2 * S, 4);
+    o->x_out = calloc((size_t)S * D, 4), o->qr_out = calloc((size_t)S * c->Q, 4);
+    o->swa = calloc(1, c->step.swa_bytes);
+  }
+}
+
+static void case_free(k1_case *c) {
+  for (uint32_t r = 0; r < c->tp; r++) {
+    hm_k1_outputs *o = &c->o[r];
+    free(o->res), free(o->post), free(o->comb), free(o->pre), free(o->q), free(o->kt), free(o->klen);
+    free(o->x_out), free(o->qr_out), free(o->swa);
+  }
+  hm_tset_free(&c->ref);
+  hm_gen_step_free(&c->step), hm_gen_step_free(&c->before), hm_gen_step_free(&c->refs);
+}
+
+/* ---------------------------------------------------------------- comparisons */
+
+/* The seam runs on the software agent in the reference's order with the same libm calls (as the
+ * FFN launch's seam: the same code, device/seam.h), so its outputs are bit-identical there. */
+static void expect_seam_exact(const k1_case *c, const hm_k1_outputs *o) {
+  const uint64_t S = c->S, D = c->cfg.hidden;
+  ck_assert_uint_eq(tl_count_diff(o->res, tl_f32(&c->ref, "k1.seam.res"), S * 4 * D), 0);
+  ck_assert_uint_eq(tl_count_diff(o->post, tl_f32(&c->ref, "k1.seam.post"), S * 4), 0);
+  ck_assert_uint_eq(tl_count_diff(o->comb, tl_f32(&c->ref, "k1.seam.comb"), S * 16), 0);
+  ck_assert_uint_eq(tl_count_diff(o->pre, tl_f32(&c->ref, "k1.seam.pre"), S * 4), 0);
+  if (c->index) ck_assert_uint_eq(tl_count_diff(o->x_out, tl_f32(&c->ref, "k1.seam.normed"), S * D), 0);
+}
+
+/* The key table: discrete, exactly the reference's. */
+static void expect_keys_exact(const k1_case *c, const hm_k1_outputs *o) {
+  ck_assert_mem_eq(o->kt, tl_i32(&c->ref, "k1.kt"), (size_t)c->S * K1_KEYS * 4);
+  ck_assert_mem_eq(o->klen, tl_i32(&c->ref, "k1.klen"), (size_t)c->S * 2 * 4);
+}
+
+/* A GEMV output against the reference's. The software agent's matrix instruction sums a step's
+ * products exactly and rounds once, the reference adds them one by one in f32 (docs/decisions.md
+ * "FFN launch"): a GEMV result moves by a few f32 ulps, which now and then flips the bf16 rounding
+ * that follows (a step of 2^-8 relative in one element) and, through a norm, nudges its row. Budget:
+ * relative L2 error under 1e-3 (a flipped bf16 step in a few elements of a row is ~1e-4), cosine
+ * above 0.99999, at least 95 % of the elements bit-identical. */
+static void expect_gemv_close(const char *what, const float *x, const float *ref, uint64_t n) {
+  double rel = tl_rel_l2(x, ref, n), cos = tl_cosine(x, ref, n);
+  uint64_t diff = tl_count_diff(x, ref, n);
+  ck_assert_msg(rel < 1e-3 && cos > 0.99999 && diff <= n / 20, "%s vs reference: rel L2 %.3g, cosine %.8f, %llu of %llu differ",
+                what, rel, cos, (unsigned long long)diff, (unsigned long long)n);
+}
+
+/* Byte offsets of slot s's data row and scale row in a cache. */
+static void rec_at(const hm_kv_cache *k, int64_t s, uint64_t *data, uint64_t *scale) {
+  uint64_t b = (uint64_t)s / k->block_size, o = (uint64_t)s % k->block_size;
+  *data = b * k->block_stride + o * HM_RECORD_DATA;
+  *scale = b * k->block_stride + (uint64_t)k->block_size * HM_RECORD_DATA + o * 8;
+}
+
+/* Stage by stage from rank 0's mailboxes: X8 exactly the reference's; the kernel's own wqkv sums
+ * (QKVP) against the reference's GEMV (expect_gemv_close); then every later stage of the front
+ * recomputed by the reference from the kernel's own sums must equal the kernel's bit for bit: the
+ * normed q latent's rule-V bytes and codes, the kv norm, RoPE and the record (byte for byte, at the
+ * token's slot), the index build's qr_out. Outside the step's slots the cache is untouched. Then q
+ * of every rank against the reference's wq_b on the kernel's own QX8. */
+static void expect_stages(hm_runtime *rt, hm_k1_group *g, k1_case *c, const hm_layer_weights *w) {
+  const uint32_t S = c->S, D = c->cfg.hidden, Q = c->Q, N = Q + 512;
+  hm_k1 *k = hm_k1_group_rank(g, 0);
+  struct k1_scratch L;
+  const uint8_t *dev = hm_k1_scratch(k, S, &L);
+  ck_assert_ptr_nonnull(dev);
+  uint8_t *scr = fetch(rt, hm_k1_group_agent(g, 0), dev, L.bytes);
+  ck_assert_mem_eq(scr + L.x8, tl_u8(&c->ref, "k1.x8"), (size_t)S * D);
+  ck_assert_mem_eq(scr + L.x8s, tl_u8(&c->ref, "k1.x8_s"), (size_t)S * D / 32);
+  const uint64_t *qkvp = (const uint64_t *)(scr + L.qkvp);
+  float *qkv = malloc((size_t)S * N * 4), *qn = malloc((size_t)S * Q * 4), *kn = malloc((size_t)S * 512 * 4);
+  for (uint32_t t = 0; t < S; t++)
+    for (uint32_t r = 0; r < N; r++)
+      qkv[(size_t)t * N + r] = fmt_round_bf16(fmt_float((uint32_t)qkvp[(size_t)t * N + r]) +
+                                              fmt_float((uint32_t)qkvp[((size_t)S + t) * N + r]));
+  expect_gemv_close("qkv", qkv, tl_f32(&c->ref, "k1.qkv"), (uint64_t)S * N);
+  const hm_tensor *qw = hm_weights_get(&w[0], "q_norm"), *kw = hm_weights_get(&w[0], "kv_norm");
+  const hm_tensor *cs = hm_weights_get(&w[0], "cos_sin");
+  hm_ref_q_norm(S, Q, qkv, qw->data, c->cfg.eps, qn);
+  uint8_t *qx8 = malloc((size_t)S * Q), *qx8s = malloc((size_t)S * Q / 32);
+  hm_ref_mx8_quant(qn, S, Q, 32, FMT_RULE_V, qx8, qx8s);
+  ck_assert_mem_eq(scr + L.qx8, qx8, (size_t)S * Q);
+  ck_assert_mem_eq(scr + L.qx8s, qx8s, (size_t)S * Q / 32);
+  if (c->index) ck_assert_uint_eq(tl_count_diff(c->o[0].qr_out, qn, (uint64_t)S * Q), 0);
+  hm_ref_kv_norm_rope(S, Q, qkv, kw->data, c->cfg.eps, cs->data, c->step.pos, kn);
+  /* the records: at every live slot the reference's record of the kernel's own kv latent; every
+   * other byte of the cache as it was */
+  uint8_t *want = malloc(c->step.swa_bytes);
+  memcpy(want, c->before.swa_buf, c->step.swa_bytes);
+  hm_kv_cache wc = c->before.in.swa;
+  wc.base = want;
+  for (uint32_t t = 0; t < S; t++) {
+    uint8_t d[HM_RECORD_DATA], sc[8];
+    hm_ref_kv_record(kn + (size_t)t * 512, d, sc);
+    if (c->step.slot[t] >= 0) ck_assert_int_eq(hm_ref_kv_insert(&wc, c->step.slot[t], d, sc), HM_OK);
+  }
+  for (uint32_t r = 0; r < c->tp; r++) {
+    uint64_t bad = 0;
+    for (uint64_t i = 0; i < c->step.swa_bytes; i++) bad += c->o[r].swa[i] != want[i];
+    ck_assert_msg(bad == 0, "rank %u: %llu bytes of the SWA cache differ from the records of its own kv",
+                  r, (unsigned long long)bad);
+  }
+  /* q: every rank against the reference's wq_b of the kernel's own QX8 (the same GEMV budget), and
+   * against the reference's whole chain */
+  for (uint32_t r = 0; r < c->tp; r++) {
+    uint64_t n = (uint64_t)S * c->H * 512;
+    float *q = malloc(n * 4);
+    ck_assert_int_eq(hm_ref_wq_b(&w[r], S, scr + L.qx8, scr + L.qx8s, c->step.pos, q), HM_OK);
+    expect_gemv_close("q (stage)", c->o[r].q, q, n);
+    char name[32];
+    snprintf(name, sizeof name, "rank%u.q", r);
+    expect_gemv_close("q (whole)", c->o[r].q, tl_f32(&c->ref, name), n);
+    free(q);
+  }
+  free(want), free(qx8), free(qx8s), free(qkv), free(qn), free(kn), free(scr);
+}
+
+/* The end-to-end records against the reference's own: the same up to the rare flips of
+ * expect_gemv_close that reach a record (a flipped kv element, or a norm nudged across a rounding).
+ * Budget: at most 2 % of the step's record bytes (measured: 0 to a few bytes a step). */
+static void expect_records_close(const k1_case *c) {
+  uint64_t bad = 0, n = 0;
+  for (uint32_t t = 0; t < c->S; t++) {
+    if (c->step.slot[t] < 0) continue;
+    uint64_t d, s;
+    rec_at(&c->step.in.swa, c->step.slot[t], &d, &s);
+    for (uint32_t i = 0; i < HM_RECORD_DATA; i++) bad += c->o[0].swa[d + i] != c->refs.swa_buf[d + i];
+    for (uint32_t i = 0; i < 8; i++) bad += c->o[0].swa[s + i] != c->refs.swa_buf[s + i];
+    n += HM_RECORD;
+  }
+  ck_assert_msg(bad * 50 <= n, "records: %llu of %llu bytes differ from the reference's", (unsigned long long)bad,
+                (unsigned long long)n);
+}
+
+/* Every rank holds the same seam outputs, records and key table (replicated work). */
+static void expect_ranks_identical(const k1_case *c) {
+  const size_t S = c->S, D = c->cfg.hidden;
+  for (uint32_t r = 1; r < c->tp; r++) {
+    ck_assert_msg(memcmp(c->o[r].res, c->o[0].res, S * 4 * D * 4) == 0, "rank %u's res_mid differs", r);
+    ck_assert(memcmp(c->o[r].comb, c->o[0].comb, S * 64) == 0);
+    ck_assert(memcmp(c->o[r].swa, c->o[0].swa, c->step.swa_bytes) == 0);
+    if (!c->index) ck_assert(memcmp(c->o[r].kt, c->o[0].kt, S * K1_KEYS * 4) == 0);
+  }
+}
+
+static void run_case(hm_runtime *rt, hm_k1_group *g, const hm_layer_weights *w, uint32_t tp, const shape *sh,
+                     uint64_t seed) {
+  k1_case c;
+  case_make(&c, w, tp, sh, seed);
+  hm_status st = hm_k1_group_step(g, &c.step.in, 1, c.o, NULL);
+  ck_assert_msg(st == HM_OK, "%u rows: %s", sh->S, hm_errmsg());
+  expect_ranks_identical(&c);
+  expect_seam_exact(&c, &c.o[0]);
+  if (!c.index) expect_keys_exact(&c, &c.o[0]);
+  expect_stages(rt, g, &c, w);
+  expect_records_close(&c);
+  if (c.index && c.cfg.compress_ratio) {
+    /* keylist on a top-k made after K1 (here the generator's): K1's format, exactly */
+    for (uint32_t r = 0; r < tp; r++) memset(c.o[r].kt, 0x5a, (size_t)c.S * K1_KEYS * 4);
+    st = hm_k1_group_keylist(g, &c.step.in, c.o);
+    ck_assert_msg(st == HM_OK, "keylist: %s", hm_errmsg());
+    int32_t *kt = malloc((size_t)c.S * K1_KEYS * 4), *klen = malloc((size_t)c.S * 8);
+    hm_key_args ka = {c.S, c.cfg.compress_ratio, c.step.pos, c.step.slot, c.step.swa_idx, c.step.swa_len, c.step.t2r,
+                      c.step.topk, c.step.bt, c.step.in.bt_stride, c.step.in.comp.block_size};
+    ck_assert_int_eq(hm_ref_key_table(&ka, kt, klen), HM_OK);
+    for (uint32_t r = 0; r < tp; r++) {
+      ck_assert_mem_eq(c.o[r].kt, kt, (size_t)c.S * K1_KEYS * 4);
+      ck_assert_mem_eq(c.o[r].klen, klen, (size_t)c.S * 8);
+    }
+    free(kt), free(klen);
+  }
+  case_free(&c);
+}
+
+static void run_layer(const char *model, int32_t layer, uint32_t tp, const shape *shapes, uint32_t n, uint64_t seed) {
+  hm_layer_config cfg = tl_config(model, layer, 0, 0);
+  hm_runtime *rt = open_sim();
+  hm_layer_weights w[4];
+  tl_build_group(&cfg, tp, seed, HM_WPART_ATTN, w);
+  hm_k1_group *g;
+  hm_status st = hm_k1_group_create(rt, w, tp, &small_grid, &g);
+  ck_assert_msg(st == HM_OK, "group: %s", hm_errmsg());
+  for (uint32_t i = 0; i < n; i++) run_case(rt, g, w, tp, &shapes[i], seed + i);
+  hm_k1_group_destroy(g);
+  tl_free_group(w, tp);
+  hm_runtime_close(rt);
+}
+
+/* ---------------------------------------------------------------- the tests */
+
+/* A REUSE layer (ratio 2) at TP 2 over the row counts, one request; position 0 (a window of one
+ * slot, no compressed key yet), a window that wraps a 64-slot block, a padding row. */
+START_TEST(tiny_ratio2_tp2) {
+  const shape s[] = {{1, 1, 0, 64, -1}, {2, 1, 1, 64, -1}, {7, 1, 100, 64, 3}, {16, 2, 60, 64, -1},
+                     {48, 2, 300, 64, 47}};
+  run_layer("tiny", 3, 2, s, sizeof s / sizeof *s, 100);
+}
+END_TEST
+
+/* A REUSE layer (ratio 1) at TP 4: two requests in a step, 256-slot blocks, short top-k lists. */
+START_TEST(tiny_ratio1_tp4) {
+  const shape s[] = {{1, 1, 5, 256, -1}, {2, 2, 0, 256, 1}, {7, 1, 250, 256, -1}, {16, 4, 40, 256, 0},
+                     {48, 4, 700, 256, -1}};
+  run_layer("tiny", 21, 4, s, sizeof s / sizeof *s, 200);
+}
+END_TEST
+
+/* Window layers (ratio 0): no compressed keys; TP 2 and 4. */
+START_TEST(tiny_ratio0) {
+  const shape s[] = {{1, 1, 0, 64, -1}, {7, 1, 129, 64, 6}, {48, 2, 200, 256, -1}};
+  run_layer("tiny", 0, 2, s, sizeof s / sizeof *s, 300);
+  run_layer("tiny", 41, 4, s, 2, 310);
+}
+END_TEST
+
+/* An index-source layer (ratio 2, layer 2; ratio 1, layer 24): the index build's x_out and qr_out,
+ * no key table from K1; keylist writes it from a top-k made between the launches. */
+START_TEST(tiny_index_build) {
+  const shape s[] = {{1, 1, 3, 64, -1}, {7, 1, 90, 64, 2}, {16, 2, 400, 256, -1}};
+  run_layer("tiny", 2, 2, s, sizeof s / sizeof *s, 400);
+  run_layer("tiny", 24, 4, s, 2, 410);
+}
+END_TEST
+
+/* The V4.1-Flash attention dims (hidden 5120, 64 heads, q_lora 1280, head 512). */
+START_TEST(full_dims_tp4) {
+  const shape s[] = {{2, 1, 150, 64, -1}};
+  run_layer("v41-flash", 5, 4, s, 1, 500);
+}
+END_TEST
+START_TEST(full_dims_tp2) {
+  const shape s[] = {{1, 1, 70, 64, -1}};
+  run_layer("v41-flash", 30, 2, s, 1, 510);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- replays */
+
+typedef struct replay_ctx {
+  const hm_k1_outputs *first;
+  const k1_case *c;
+} replay_ctx;
+
+static int same_as_first(void *ctx, uint32_t replay, uint32_t rank, const hm_k1_outputs *o) {
+  const replay_ctx *rc = ctx;
+  const hm_k1_outputs *f = &rc->first[rank];
+  const size_t S = rc->c->S, D = rc->c->cfg.hidden;
+  if (memcmp(o->res, f->res, S * 4 * D * 4) || memcmp(o->post, f->post, S * 16) || memcmp(o->comb, f->comb, S * 64) ||
+      memcmp(o->pre, f->pre, S * 16) || memcmp(o->q, f->q, S * rc->c->H * 512 * 4) ||
+      memcmp(o->kt, f->kt, S * K1_KEYS * 4) || memcmp(o->klen, f->klen, S * 8) ||
+      memcmp(o->swa, f->swa, rc->c->step.swa_bytes)) {
+    fprintf(stderr, "replay %u, rank %u: outputs differ from the first step's\n", replay, rank);
+    return 1;
+  }
+  return 0;
+}
+
+/* A recorded step replayed 1,000 times (100 under chaos): every replay's outputs bit-identical to
+ * the first step's, on every rank. */
+START_TEST(replays_bit_identical) {
+  hm_layer_config cfg = tl_config("tiny", 3, 0, 0);
+  hm_runtime *rt = open_sim();
+  hm_layer_weights w[2];
+  tl_build_group(&cfg, 2, 600, HM_WPART_ATTN, w);
+  k1_case c, again;
+  const shape sh = {2, 1, 70, 64, -1};
+  case_make(&c, w, 2, &sh, 600);
+  case_make(&again, w, 2, &sh, 600);
+  hm_k1_group *g;
+  ck_assert_msg(hm_k1_group_create(rt, w, 2, &small_grid, &g) == HM_OK, "%s", hm_errmsg());
+  ck_assert_msg(hm_k1_group_step(g, &c.step.in, 1, c.o, NULL) == HM_OK, "%s", hm_errmsg());
+  replay_ctx rc = {c.o, &c};
+  const char *chaos = getenv("HSAMONO_SIM_CHAOS");
+  uint32_t replays = chaos && *chaos ? 100 : 1000;
+  hm_status st = hm_k1_group_replay(g, &c.step.in, replays, again.o, same_as_first, &rc);
+  ck_assert_msg(st == HM_OK, "%s", hm_errmsg());
+  hm_k1_group_destroy(g);
+  case_free(&c), case_free(&again);
+  tl_free_group(w, 2);
+  hm_runtime_close(rt);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- refusals and bad metadata */
+
+static void expect_status(hm_status st, hm_status want, const char *needle) {
+  ck_assert_msg(st == want, "status %d (want %d): %s", st, want, hm_errmsg());
+  ck_assert_msg(strstr(hm_errmsg(), needle) != NULL, "message '%s' lacks '%s'", hm_errmsg(), needle);
+}
+
+/* Every index of the decode metadata is checked before the launch: a bad one is an error naming
+ * the row and the index, and nothing is written (the cache and every output as they were). */
+START_TEST(bad_metadata_refused) {
+  hm_layer_config cfg = tl_config("tiny", 21, 0, 0);
+  hm_runtime *rt = open_sim();
+  hm_layer_weights w[2];
+  tl_build_group(&cfg, 2, 700, HM_WPART_ATTN, w);
+  hm_k1_group *g;
+  ck_assert_msg(hm_k1_group_create(rt, w, 2, &small_grid, &g) == HM_OK, "%s", hm_errmsg());
+  const shape sh = {4, 1, 300, 64, -1};
+  k1_case c;
+  case_make(&c, w, 2, &sh, 700);
+  uint64_t cache = (uint64_t)c.step.in.swa.blocks * c.step.in.swa.block_size;
+  struct { const char *what; int64_t *i64; int32_t *i32; int64_t bad; const char *needle; } cases[] = {
+      {"slot past the cache", &c.step.slot[1], NULL, (int64_t)cache, "slot"},
+      {"position past the RoPE table", &c.step.pos[2], NULL, 1 << 30, "position"},
+      {"window index past the cache", NULL, &c.step.swa_idx[1 * HM_WINDOW + 3], (int32_t)cache, "window"},
+      {"window length past 128", NULL, &c.step.swa_len[0], 129, "window"},
+      {"request outside the block table", NULL, &c.step.t2r[3], -1, "request"},
+      {"top-k id past the block table", NULL, &c.step.topk[2 * HM_TOPK_ATTN + 1], 1 << 28, "top-k"},
+  };
+  for (unsigned i = 0; i < sizeof cases / sizeof *cases; i++) {
+    int64_t keep64 = cases[i].i64 ? *cases[i].i64 : 0;
+    int32_t keep32 = cases[i].i32 ? *cases[i].i32 : 0;
+    if (cases[i].i64) *cases[i].i64 = cases[i].bad;
+    else *cases[i].i32 = (int32_t)cases[i].bad;
+    for (uint32_t r = 0; r < 2; r++) memset(c.o[r].swa, 0xee, c.step.swa_bytes), memset(c.o[r].kt, 0xee, 4);
+    hm_status st = hm_k1_group_step(g, &c.step.in, 1, c.o, NULL);
+    ck_assert_msg(st == HM_ERR_INVALID_ARG, "%s: status %d (%s)", cases[i].what, st, hm_errmsg());
+    ck_assert_msg(strstr(hm_errmsg(), cases[i].needle), "%s: message '%s'", cases[i].what, hm_errmsg());
+    if (cases[i].i64) *cases[i].i64 = keep64;
+    else *cases[i].i32 = keep32;
+  }
+  /* nothing ran: a good step now writes exactly what the reference says (its first step) */
+  ck_assert_msg(hm_k1_group_step(g, &c.step.in, 1, c.o, NULL) == HM_OK, "%s", hm_errmsg());
+  expect_seam_exact(&c, &c.o[0]);
+  expect_keys_exact(&c, &c.o[0]);
+  case_free(&c);
+  hm_k1_group_destroy(g);
+  tl_free_group(w, 2);
+  hm_runtime_close(rt);
+}
+END_TEST
+
+/* Creation refusals name their rule; a gfx942 agent is refused (§5.1.2: K1 is gfx950's kernel). */
+START_TEST(create_refusals) {
+  hm_runtime *rt = open_sim();
+  hm_layer_config cfg = tl_config("tiny", 3, 0, 0);
+  hm_layer_weights w;
+  tl_build_group(&cfg, 1, 800, HM_WPART_ATTN, &w);
+  hm_k1 *k = NULL;
+  expect_status(hm_k1_create(hm_agent_get(rt, 0), &w, &small_grid, &k), HM_ERR_REFUSED, "§5.1.3");
+  ck_assert_ptr_null(k);
+  tl_free_group(&w, 1);
+  hm_layer_weights w2[2];
+  tl_build_group(&cfg, 2, 800, HM_WPART_FFN, w2);
+  expect_status(hm_k1_create(hm_agent_get(rt, 0), &w2[0], &small_grid, &k), HM_ERR_INVALID_ARG, "attention");
+  tl_free_group(w2, 2);
+  tl_build_group(&cfg, 2, 800, HM_WPART_ATTN, w2);
+  hm_k1_config big = {.min_cus = 1000};
+  expect_status(hm_k1_create(hm_agent_get(rt, 0), &w2[0], &big, &k), HM_ERR_REFUSED, "§5.1.6");
+  ck_assert_int_eq(hm_k1_create(hm_agent_get(rt, 0), &w2[0], &small_grid, &k), HM_OK);
+  hm_k1_io io = {.rows = 49};
+  expect_status(hm_k1_accepts(k, &io), HM_ERR_REFUSED, "§5.3.1");
+  io.rows = 1, io.prefills = 3;
+  expect_status(hm_k1_accepts(k, &io), HM_ERR_REFUSED, "§5.3.4");
+  hm_k1_destroy(k);
+  tl_free_group(w2, 2);
+  hm_runtime_close(rt);
+  setenv("HSAMONO_SIM_ARCH", "gfx942", 1);
+  rt = open_sim();
+  tl_build_group(&cfg, 2, 800, HM_WPART_ATTN, w2);
+  expect_status(hm_k1_create(hm_agent_get(rt, 0), &w2[0], &small_grid, &k), HM_ERR_REFUSED, "§5.1.2");
+  tl_free_group(w2, 2);
+  hm_runtime_close(rt);
+  unsetenv("HSAMONO_SIM_ARCH");
+}
+END_TEST
+
+Suite *hm_test_suite(void) {
+  Suite *s = suite_create("k1");
+  /* a case a test, so CK_RUN_CASE picks one */
+  struct { const char *name; const TTest *t; } tests[] = {
+      {"create_refusals", create_refusals},   {"bad_metadata_refused", bad_metadata_refused},
+      {"tiny_ratio2_tp2", tiny_ratio2_tp2},   {"tiny_ratio1_tp4", tiny_ratio1_tp4},
+      {"tiny_ratio0", tiny_ratio0},           {"tiny_index_build", tiny_index_build},
+      {"replays_bit_identical", replays_bit_identical}, {"full_dims_tp4", full_dims_tp4},
+      {"full_dims_tp2", full_dims_tp2},
+  };
+  for (unsigned i = 0; i < sizeof tests / sizeof *tests; i++) {
+    TCase *tc = tcase_create(tests[i].name);
+    tcase_set_timeout(tc, 1800);
+    tcase_add_test(tc, tests[i].t);
+    suite_add_tcase(s, tc);
+  }
+  return s;
+}

@@ -1,0 +1,146 @@
+/* tools/bench/k1.c: hsa-mono-bench k1: µs a step of K1 (the attention seam and front; a TP group in
+ * this process, a rank an agent), the bytes a rank must read, and the floor at the part's HBM. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../launch_tool.h"
+#include "bench.h"
+#include "hm_config.h"
+#include "hm_k1_group.h"
+#include "hm_ref.h"
+
+/* MI355X (spec/performance.md): 8.0 TB/s peak HBM, ~7.2 TB/s measured streaming (as bench ffn) */
+#define HBM_PEAK 8.0e12
+#define HBM_REAL 7.2e12
+#define MAX_ROWS_LIST 8
+/* The generated steps' context: past the 128-slot window, so every row attends a full window */
+#define BENCH_CTX 1024
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: hsa-mono-bench k1 [--tp N] [--rows R[,R...]] [--config v41-flash|tiny] [--layer L]\n"
+          "                         [--steps N] [--seed S] [--ctas G]\n"
+          "\n"
+          "Runs K1 (the attention seam and front) of layer L (default 3, a ratio-2 REUSE layer) for a TP\n"
+          "group (default 4) in this process, each rank on its own agent, `steps` steps (default 100 on a\n"
+          "GPU, 2 on the software agent, after one warm-up) of a generated step for each row count\n"
+          "(default 1,8), and prints µs a step on rank 0, the bytes a step must move on a rank (wqkv,\n"
+          "wq_b, the seam's weights, the norms, the RoPE rows, the step's inputs, records and outputs) and\n"
+          "the floor those bytes take at MI355X's 8.0 TB/s peak (7.2 TB/s measured). On the software\n"
+          "agent its times are CPU times, printed for the record, not GPU figures, and its grid is 8 CTAs\n"
+          "a rank (--ctas G: another grid; a GPU's default is one CTA a CU).\n");
+}
+
+/* A whole decimal number, nothing after it (a typo is a usage error, not a zero). */
+static int num(const char *s, long *out) {
+  char *end;
+  *out = strtol(s, &end, 10);
+  return *s && !*end;
+}
+
+int bench_k1(int argc, char **argv) {
+  const char *model = "v41-flash";
+  long layer = 3, tp = 4, steps = 0, ctas = 0;
+  unsigned long long seed = 1;
+  uint32_t rows[MAX_ROWS_LIST] = {1, 8};
+  unsigned nrows = 2;
+  static const struct option opts[] = {{"tp", required_argument, 0, 't'},    {"rows", required_argument, 0, 'r'},
+                                       {"config", required_argument, 0, 'c'}, {"layer", required_argument, 0, 'l'},
+                                       {"steps", required_argument, 0, 'n'},  {"seed", required_argument, 0, 's'},
+                                       {"ctas", required_argument, 0, 'g'},   {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
+  int o, bad = 0;
+  optind = 1;
+  while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    switch (o) {
+      case 't': bad |= !num(optarg, &tp); break;
+      case 'r': {
+        /* a comma-separated list of at most MAX_ROWS_LIST widths, nothing else */
+        nrows = 0;
+        char *p = optarg;
+        for (;;) {
+          char *end;
+          long v = strtol(p, &end, 10);
+          if (end == p || nrows == MAX_ROWS_LIST || v < 1 || v > HM_MAX_ROWS) {
+            bad = 1;
+            break;
+          }
+          rows[nrows++] = (uint32_t)v;
+          if (*end == ',') p = end + 1;
+          else {
+            bad |= *end != 0;
+            break;
+          }
+        }
+        break;
+      }
+      case 'c': model = optarg; break;
+      case 'l': bad |= !num(optarg, &layer) || layer < 0; break;
+      case 'n': bad |= !num(optarg, &steps) || steps < 0; break;
+      case 's': {
+        char *end;
+        seed = strtoull(optarg, &end, 0);
+        bad |= !*optarg || *end;
+        break;
+      }
+      case 'g': bad |= !num(optarg, &ctas) || ctas < 0; break;
+      case 'h': usage(stdout); return 0;
+      default: usage(stderr); return 2;
+    }
+  }
+  if (bad || optind < argc || (tp != 2 && tp != 4) || nrows == 0) {
+    usage(stderr);
+    return 2;
+  }
+  hm_layer_config cfg;
+  if (hm_config_by_name(model, (int32_t)layer, &cfg) != HM_OK) {
+    fprintf(stderr, "hsa-mono-bench k1: %s\n", hm_errmsg());
+    return 2;
+  }
+  hm_runtime *rt = bench_open();
+  const bool sim = hm_runtime_is_sim(rt);
+  if (!steps) steps = sim ? 2 : 100;
+  printf("# K1 (attention seam + front): %s layer %ld, hidden %u, %u heads, q_lora %u, ratio %u%s, TP%ld, %ld steps "
+         "a width\n",
+         model, layer, cfg.hidden, cfg.heads, cfg.q_lora, cfg.compress_ratio,
+         hm_config_has(&cfg, HM_ROLE_INDEX_SOURCE) ? " (index build)" : "", tp, steps);
+  hm_layer_weights w[4];
+  int rc = 1;
+  uint32_t built = 0;
+  hm_k1_group *g = NULL;
+  if (launch_tool_weights(&cfg, (uint32_t)tp, seed, HM_WPART_ATTN, w) != HM_OK) goto fail;
+  built = (uint32_t)tp;
+  hm_k1_config kc = {0};
+  launch_tool_grid(rt, ctas, &kc.min_cus, &kc.ctas);
+  if (hm_k1_group_create(rt, w, (uint32_t)tp, &kc, &g) != HM_OK) goto fail;
+  printf("# grid %u CTAs x 512 work-items a rank\n", hm_k1_grid(hm_k1_group_rank(g, 0)));
+  printf("%6s %12s %12s %12s %12s %9s\n", "rows", "us/step", "bytes/rank", "floor_us@8.0", "floor_us@7.2", "x_floor");
+  for (unsigned i = 0; i < nrows; i++) {
+    const uint32_t S = rows[i];
+    hm_gen_step step;
+    /* one request of S rows; K1 writes the step's records into the caller's cache each step, and
+     * every step starts from the same cache, so the steps are alike */
+    hm_status st = hm_gen_step_make(&cfg, S, 1, BENCH_CTX, seed, &step);
+    if (st) goto fail;
+    double ns = 0;
+    st = hm_k1_group_step(g, &step.in, 1, NULL, NULL); /* warm-up: the width's mailboxes */
+    if (!st) st = hm_k1_group_step(g, &step.in, (uint32_t)steps, NULL, &ns);
+    hm_gen_step_free(&step);
+    if (st) goto fail;
+    uint64_t bytes = hm_k1_step_bytes(hm_k1_group_rank(g, 0), S);
+    double f8 = (double)bytes / HBM_PEAK * 1e6, f7 = (double)bytes / HBM_REAL * 1e6;
+    printf("%6u %12.1f %12llu %12.2f %12.2f %9.1f%s\n", S, ns / 1e3, (unsigned long long)bytes, f8, f7,
+           ns / 1e3 / f8, sim ? "  (software agent: CPU time)" : "");
+  }
+  rc = 0;
+  goto done;
+fail:
+  fprintf(stderr, "hsa-mono-bench k1: %s\n", hm_errmsg());
+done:
+  hm_k1_group_destroy(g);
+  for (uint32_t r = 0; r < built; r++) hm_weights_free(&w[r]);
+  hm_runtime_close(rt);
+  return rc;
+}
