@@ -10,7 +10,7 @@
 
 #include "sim.h"
 
-__thread struct sim_lane *sim_cur;
+SIM_TLS struct sim_lane *sim_cur;
 
 /* ---------------------------------------------------------------- randomness (chaos) */
 
@@ -34,9 +34,9 @@ struct ready_ring {
   uint32_t *idx;
   uint32_t head, n, cap;
 };
-static __thread struct ready_ring ready;
-static __thread uint32_t *polling;
-static __thread uint32_t npolling;
+static SIM_TLS struct ready_ring ready;
+static SIM_TLS uint32_t *polling;
+static SIM_TLS uint32_t npolling;
 
 static void ready_push(uint32_t i) { ready.idx[(ready.head + ready.n++) % ready.cap] = i; }
 
@@ -175,6 +175,7 @@ static struct sim_wave_xchg *wave_exchange(uint32_t kind, const void *operand, s
   if (x->arrived == 0) {
     x->kind = kind;
     x->active = 0;
+    x->mfma_state = 0;
   } else if (x->kind != kind) {
     sim_trap("lanes of wave %u are in different wave operations (a wave operation in divergent control flow)", w);
   }
@@ -225,7 +226,11 @@ static u32 op_wave_first(u32 value) {
 static void op_mfma(enum dev_mfma_op op, const struct dev_mfma_lane *in, f32 *d) {
   struct sim_wave_xchg *x = wave_exchange(XCHG_MFMA, in, sizeof *in);
   struct sim_cta *c = sim_cur->cta;
-  if (!hm_isa_mfma(c->d->k->agent->arch, op, x->slot.mfma, sim_cur->lid % 64, d))
+  /* the wave's instruction is computed once, by the first lane to resume (the lanes of a CTA
+   * run one at a time on its thread) */
+  if (x->mfma_state == 0) x->mfma_state = hm_isa_mfma_wave(c->d->k->agent->arch, op, x->slot.mfma, x->mfma_d) ? 1 : 2;
+  if (x->mfma_state == 1) memcpy(d, x->mfma_d[sim_cur->lid % 64], sizeof x->mfma_d[0]);
+  else
     sim_trap("matrix instruction %d is not available on %s (or its operand format is not modelled)", (int)op,
              c->d->k->agent->name);
   wave_done(x);

@@ -3,6 +3,11 @@
 #ifndef HM_SIM_H
 #define HM_SIM_H
 
+/* Thread-locals of the agent: initial-exec, so an access is one load from the thread pointer
+ * rather than a __tls_get_addr call (the agent is dlopen'ed; its few bytes fit the static TLS
+ * that glibc keeps for such libraries). sim_cur is read at every work-item operation. */
+#define SIM_TLS __thread __attribute__((tls_model("initial-exec")))
+
 #include <hsa/amd_hsa_queue.h>
 #include <hsa/amd_hsa_signal.h>
 #include <hsa/hsa.h>
@@ -189,6 +194,10 @@ struct sim_wave_xchg {
     uint32_t u32[64];
     struct dev_mfma_lane mfma[64];
   } slot;
+  /* a matrix instruction's D registers of every lane, computed once by the first lane to read
+   * them (mfma_state: 0 not yet, 1 done, 2 refused) */
+  uint32_t mfma_state;
+  float mfma_d[64][16];
 };
 
 /* The weak-visibility model's state of one CTA (see memmodel.c). */
@@ -340,7 +349,7 @@ void sim_mem_drain_one(struct sim_cta *c);
 void sim_mem_flush_all(struct sim_cta *c);
 
 /* the CTA side (cta.c): what dev_host ops call */
-extern __thread struct sim_lane *sim_cur;
+extern SIM_TLS struct sim_lane *sim_cur;
 void sim_lane_yield(enum lane_state st);
 void sim_check_abort(void);
 __attribute__((noreturn)) void sim_trap(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -68,6 +68,11 @@ bool hm_isa_mfma_supported(enum hm_isa_arch arch, enum dev_mfma_op op);
 bool hm_isa_mfma(enum hm_isa_arch arch, enum dev_mfma_op op, const struct dev_mfma_lane lanes[64],
                  unsigned lane, f32 d[16]);
 
+/* The same for all 64 lanes at once (d[lane]), the operands decoded once: what the agent calls
+ * when a wave's last lane has deposited its registers. False as hm_isa_mfma for any lane. */
+bool hm_isa_mfma_wave(enum hm_isa_arch arch, enum dev_mfma_op op, const struct dev_mfma_lane lanes[64],
+                      f32 d[64][16]);
+
 /* Whether hm_isa_mfma may sum narrow operands (e4m3, FNUZ e4m3, e2m1) as integers a 32-wide
  * block (on by default; the result is the same exact sum, computed faster). Off: the general
  * path, for tests that compare the two. Takes effect at the next instruction a thread decodes. */

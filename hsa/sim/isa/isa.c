@@ -222,12 +222,25 @@ static struct val split(f32 f) {
 /* The narrow formats' 256 (or 16) codes, split once for all threads. */
 static struct val narrow[4][256]; /* EL_E4M3, EL_E4M3FNUZ, EL_E5M2, EL_E2M1 */
 static pthread_once_t narrow_once = PTHREAD_ONCE_INIT;
+/* For the integer fast path (hm_isa_mfma's fast_dot): e4m3's and e2m1's codes as integers of
+ * their smallest step (2^-9, 2^-1), and a code's class bits. */
+#define NF_SPECIAL 1u
+#define NF_ZERO 2u
+#define NF_NEG 4u
+static i32 narrow_int[2][256]; /* EL_E4M3, EL_E2M1 */
+static u8 narrow_flags[2][256];
 static void narrow_init(void) {
   for (unsigned c = 0; c < 256; c++) {
     narrow[0][c] = split(fmt_e4m3_decode((u8)c));
     narrow[1][c] = split(fmt_e4m3fnuz_decode((u8)c));
     narrow[2][c] = split(fmt_e5m2_decode((u8)c));
     narrow[3][c] = split(fmt_e2m1_decode((u8)c));
+    for (unsigned f = 0; f < 2; f++) {
+      const struct val *v = &narrow[f ? 3 : 0][c];
+      i32 off = f ? -1 : -9, x = v->cls == 1 ? (i32)v->m << (v->e - off) : 0;
+      narrow_int[f][c] = v->neg ? -x : x;
+      narrow_flags[f][c] = (u8)((v->cls == 2 ? NF_SPECIAL : 0u) | (v->cls == 0 ? NF_ZERO : 0u) | (v->neg ? NF_NEG : 0u));
+    }
   }
 }
 
@@ -415,10 +428,36 @@ static bool fmt_elem(u32 fmt, enum elem *e) {
   }
 }
 
+/* Row r of A (b == false) or column r of B of the scaled 16x16x128 form in e4m3 or e2m1 (the
+ * layers' GEMVs), read straight off the registers in locate()'s layout; with iout, also as
+ * integers of the format's smallest step, and fl[0] / fl[1] the OR / AND of the codes' NF_ bits. */
+static void gather_narrow(enum elem el, bool b, const struct dev_mfma_lane *lanes, unsigned r, struct val *out,
+                          i32 *iout, u8 fl[2]) {
+  const unsigned f = el == EL_E4M3 ? 0 : 1;
+  const struct val *tab = narrow[f ? 3 : 0];
+  const i32 *itab = narrow_int[f];
+  const u8 *ftab = narrow_flags[f];
+  u8 fo = 0, fa = 0xff;
+  for (unsigned g = 0; g < 4; g++) {
+    const u32 *reg = b ? lanes[16 * g + r].b : lanes[16 * g + r].a;
+    for (unsigned e = 0; e < 32; e++) {
+      u32 code = f ? (reg[e / 8] >> (4 * (e % 8))) & 0xfu : (reg[e / 4] >> (8 * (e % 4))) & 0xffu;
+      unsigned x = f ? 32 * g + e : 64 * (e / 16) + 16 * g + e % 16;
+      out[x] = tab[code];
+      if (iout) iout[x] = itab[code], fo |= ftab[code], fa &= ftab[code];
+    }
+  }
+  if (fl) fl[0] = fo, fl[1] = fa;
+}
+
 /* row r of A (b == false) or column r of B, decoded into out[0..k) */
 static void gather(enum dev_mfma_op op, enum elem el, bool b, const struct dev_mfma_lane *lanes,
                    unsigned r, unsigned k, struct val *out) {
   unsigned bits = elem_bits(el);
+  if (op == DEV_MFMA_SCALE_F32_16X16X128_F8F6F4 && (el == EL_E4M3 || el == EL_E2M1)) {
+    gather_narrow(el, b, lanes, r, out, NULL, NULL);
+    return;
+  }
   for (unsigned x = 0; x < k; x++) {
     unsigned l, e;
     locate(op, bits, r, x, &l, &e);
@@ -474,8 +513,13 @@ static bool cache_hit(const struct mfma_cache *c, enum hm_isa_arch arch, enum de
   return true;
 }
 
-bool hm_isa_mfma(enum hm_isa_arch arch, enum dev_mfma_op op, const struct dev_mfma_lane lanes[64],
-                 unsigned lane, f32 d[16]) {
+/* How a lane's call treats the thread's decoded operands: compare them with the registers (a
+ * caller of hm_isa_mfma), decode afresh (the first lane of hm_isa_mfma_wave), or use them as they
+ * are (its other lanes: the same registers, decoded a moment ago). */
+enum reuse { REUSE_COMPARE, REUSE_DECODE, REUSE_TRUST };
+
+static bool mfma_lane(enum hm_isa_arch arch, enum dev_mfma_op op, const struct dev_mfma_lane lanes[64], unsigned lane,
+                      f32 d[16], enum reuse reuse) {
   if (!lanes || !d || lane >= 64 || !hm_isa_mfma_supported(arch, op)) return false;
   const struct shape sh = shapes[op];
   enum elem ea, eb;
@@ -501,19 +545,31 @@ bool hm_isa_mfma(enum hm_isa_arch arch, enum dev_mfma_op op, const struct dev_mf
   unsigned j = lane % m; /* this lane's D column */
 
   struct mfma_cache *c = cache_get();
-  if (c && !cache_hit(c, arch, op, ea, eb, lanes)) {
+  if (c && (reuse == REUSE_DECODE || (reuse == REUSE_COMPARE && !cache_hit(c, arch, op, ea, eb, lanes)))) {
     c->valid = true, c->arch = arch, c->op = op, c->ea = ea, c->eb = eb;
     for (unsigned l = 0; l < 64; l++) {
       memcpy(c->regs[l], lanes[l].a, 32);
       memcpy(c->regs[l] + 8, lanes[l].b, 32);
     }
-    for (unsigned r = 0; r < m; r++) {
+    c->fast_off = fast_off;
+    c->fast = !fast_off && k % 32 == 0 && int_step(ea, &c->offa) && int_step(eb, &c->offb);
+    bool narrow_ab = c->fast && op == DEV_MFMA_SCALE_F32_16X16X128_F8F6F4 && (ea == EL_E4M3 || ea == EL_E2M1) &&
+                     (eb == EL_E4M3 || eb == EL_E2M1);
+    for (unsigned r = 0; narrow_ab && r < m; r++) {
+      /* the layers' GEMVs: values, integers and class bits from the codes in one pass */
+      u8 fla[2], flb[2];
+      gather_narrow(ea, false, lanes, r, &c->a[r * k], &c->ia[r * k], fla);
+      gather_narrow(eb, true, lanes, r, &c->bt[r * k], &c->ibt[r * k], flb);
+      c->aspec[r] = (fla[0] & NF_SPECIAL) != 0, c->bspec[r] = (flb[0] & NF_SPECIAL) != 0;
+      c->azero[r] = (fla[1] & NF_ZERO) != 0, c->bzero[r] = (flb[1] & NF_ZERO) != 0;
+      c->asign[r] = (u8)((fla[1] & NF_NEG) ? 2 : !(fla[0] & NF_NEG) ? 1 : 0);
+      c->bsign[r] = (u8)((flb[1] & NF_NEG) ? 2 : !(flb[0] & NF_NEG) ? 1 : 0);
+    }
+    for (unsigned r = 0; !narrow_ab && r < m; r++) {
       gather(op, ea, false, lanes, r, k, &c->a[r * k]);
       gather(op, eb, true, lanes, r, k, &c->bt[r * k]);
     }
-    c->fast_off = fast_off;
-    c->fast = !fast_off && k % 32 == 0 && int_step(ea, &c->offa) && int_step(eb, &c->offb);
-    for (unsigned r = 0; c->fast && r < m; r++) {
+    for (unsigned r = 0; c->fast && !narrow_ab && r < m; r++) {
       c->aspec[r] = c->bspec[r] = 0;
       c->azero[r] = c->bzero[r] = 1;
       c->asign[r] = c->bsign[r] = 3;
@@ -558,6 +614,20 @@ bool hm_isa_mfma(enum hm_isa_arch arch, enum dev_mfma_op op, const struct dev_mf
     else
       d[r] = dot(ai, bj, k, sh.scaled ? sav : NULL, sh.scaled ? sbv : NULL, cin);
   }
+  return true;
+}
+
+bool hm_isa_mfma(enum hm_isa_arch arch, enum dev_mfma_op op, const struct dev_mfma_lane lanes[64],
+                 unsigned lane, f32 d[16]) {
+  return mfma_lane(arch, op, lanes, lane, d, REUSE_COMPARE);
+}
+
+bool hm_isa_mfma_wave(enum hm_isa_arch arch, enum dev_mfma_op op, const struct dev_mfma_lane lanes[64],
+                      f32 d[64][16]) {
+  if (!d) return false;
+  memset(d, 0, 64 * sizeof d[0]); /* a 16x16 form leaves registers 4..15 */
+  for (unsigned l = 0; l < 64; l++)
+    if (!mfma_lane(arch, op, lanes, l, d[l], l == 0 ? REUSE_DECODE : REUSE_TRUST)) return false;
   return true;
 }
 
