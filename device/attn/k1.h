@@ -39,7 +39,14 @@ DEV_INLINE u32 k1_wq_b_tasks(const struct k1_ctx *c) { return c->a->H * (K1_HEAD
 
 /* ---------------------------------------------------------------- LDS */
 
-struct k1_lds_gemv { gemv_red red; };
+/* Two reduction buffers a GEMV stage alternates between, so a tile's partials can be written
+ * while the work-items of the tile before may still read theirs: one barrier a tile, not two. */
+struct k1_lds_gemv { gemv_red red[2]; };
+
+/* What a CTA carries from one task of a GEMV stage to the next (wave-uniform): whether it has
+ * already waited for the stage's inputs (every token's flag: once a stage is enough), and how
+ * many tiles it has reduced (the parity picks the buffer). The stage ends with a barrier. */
+struct k1_gemv_state { u32 waited, tiles; };
 struct k1_lds_qkv {
   f32 v[K1_MAX_Q + K1_HEAD]; /* the token's qkv row, then its normed q and kv */
   f32 wsum[2][4];            /* wave sums of squares: q (waves 0..3), kv (waves 4..7) */
@@ -99,7 +106,7 @@ DEV_INLINE f32x4 k1_wtile_run(const k1_wtile *t, const gemv_act *x, u32 t0, u32 
 /* Unit u: rows 16 * (u % tiles) of wqkv over K half u / tiles (D/256 steps of 128: wave w takes
  * steps w, w + 8, ... of the half), every token tile; the f32 row partials (waves added 0..7) out as
  * QKVP pairs [half][t][row]. */
-DEV_INLINE void k1_wqkv_unit(const struct k1_ctx *c, __local struct k1_lds *lds, u32 u) {
+DEV_INLINE void k1_wqkv_unit(const struct k1_ctx *c, __local struct k1_lds *lds, u32 u, struct k1_gemv_state *g) {
   __local struct k1_lds_gemv *L = &lds->u.gemv;
   const u32 S = c->a->seam.S, D = c->a->seam.D, N = k1_rows(c), tiles = N / 16u;
   const u32 tile = u % tiles, kh = u / tiles, n = D / 256u, s0 = kh * n;
@@ -108,16 +115,16 @@ DEV_INLINE void k1_wqkv_unit(const struct k1_ctx *c, __local struct k1_lds *lds,
   k1_wtile w;
   k1_wtile_load(&w, &m, 16u * tile, s0, n, wave, lane);
   gemv_act x = gemv_act_of(k1_scr(c, c->a->L.x8), k1_scr(c, c->a->L.x8s), S, D);
-  ho_flags_wait((__global const u32 *)c->a->seam.xrdy, 1u, S, c->tag);
+  if (!g->waited) ho_flags_wait((__global const u32 *)c->a->seam.xrdy, 1u, S, c->tag), g->waited = 1;
   __global u64 *qkvp = (__global u64 *)k1_scr(c, c->a->L.qkvp);
   for (u32 t0 = 0; t0 < S; t0 += K1_TILE) {
-    gemv_red_put(&L->red, wave, k1_wtile_run(&w, &x, t0, s0, n, wave, lane));
+    __local gemv_red *red = &L->red[g->tiles++ & 1u];
+    gemv_red_put(red, wave, k1_wtile_run(&w, &x, t0, s0, n, wave, lane));
     dev_barrier();
     if (lid < 256u) {
       u32 r = lid / 16u, j = lid % 16u, t = t0 + j;
-      if (t < S) ho_pair_put(&qkvp[((u64)kh * S + t) * N + 16u * tile + r], dev_bits_f32(gemv_red_sum(&L->red, r, j)), c->tag);
+      if (t < S) ho_pair_put(&qkvp[((u64)kh * S + t) * N + 16u * tile + r], dev_bits_f32(gemv_red_sum(red, r, j)), c->tag);
     }
-    dev_barrier();
   }
 }
 
@@ -238,7 +245,7 @@ DEV_INLINE void k1_qkv(const struct k1_ctx *c, __local struct k1_lds *lds, u32 t
 
 /* Task k: rows 16k of wq_b over K = Q (wave w steps w, w + 8, ...), every token tile; v =
  * bf16(row sum), RoPE on head dims 448..511 (f32 from bf16, unfused, bf16), into q[t][row]. */
-DEV_INLINE void k1_wq_b_task(const struct k1_ctx *c, __local struct k1_lds *lds, u32 task) {
+DEV_INLINE void k1_wq_b_task(const struct k1_ctx *c, __local struct k1_lds *lds, u32 task, struct k1_gemv_state *g) {
   __local struct k1_lds_gemv *L = &lds->u.gemv;
   const u32 S = c->a->seam.S, Q = c->a->Q, H = c->a->H, n = Q / 128u;
   const u32 lane = dev_lane(), wave = dev_wave(), lid = dev_lid();
@@ -246,18 +253,19 @@ DEV_INLINE void k1_wq_b_task(const struct k1_ctx *c, __local struct k1_lds *lds,
   k1_wtile w;
   k1_wtile_load(&w, &m, 16u * task, 0u, n, wave, lane);
   gemv_act x = gemv_act_of(k1_scr(c, c->a->L.qx8), k1_scr(c, c->a->L.qx8s), S, Q);
-  ho_flags_wait((__global const u32 *)k1_scr(c, c->a->L.qrdy), 1u, S, c->tag);
+  if (!g->waited) ho_flags_wait((__global const u32 *)k1_scr(c, c->a->L.qrdy), 1u, S, c->tag), g->waited = 1;
   __global const i64 *pos = (__global const i64 *)c->a->kt.positions;
   __global u32 *q = (__global u32 *)c->a->q;
   for (u32 t0 = 0; t0 < S; t0 += K1_TILE) {
-    gemv_red_put(&L->red, wave, k1_wtile_run(&w, &x, t0, 0u, n, wave, lane));
+    __local gemv_red *red = &L->red[g->tiles++ & 1u];
+    gemv_red_put(red, wave, k1_wtile_run(&w, &x, t0, 0u, n, wave, lane));
     dev_barrier();
     if (lid < 128u) {
       /* work-item (row pair rp, token j): rows 2rp, 2rp + 1 of the tile */
       u32 rp = lid / 16u, j = lid % 16u, t = t0 + j, row = 16u * task + 2u * rp, d = row % K1_HEAD;
       if (t < S) {
-        f32 e = fmt_round_bf16(gemv_red_sum(&L->red, 2u * rp, j));
-        f32 o = fmt_round_bf16(gemv_red_sum(&L->red, 2u * rp + 1u, j));
+        f32 e = fmt_round_bf16(gemv_red_sum(red, 2u * rp, j));
+        f32 o = fmt_round_bf16(gemv_red_sum(red, 2u * rp + 1u, j));
         if (d >= K1_NOPE) {
           __global const f32 *cs = (__global const f32 *)c->a->cos_sin + (u64)pos[t] * 64u;
           u32 p = (d - K1_NOPE) / 2u;
@@ -268,7 +276,6 @@ DEV_INLINE void k1_wq_b_task(const struct k1_ctx *c, __local struct k1_lds *lds,
         q[((u64)t * H * K1_HEAD + row) / 2u] = (u32)fmt_bf16_from_f32(e) | (u32)fmt_bf16_from_f32(o) << 16;
       }
     }
-    dev_barrier();
   }
 }
 

@@ -43,9 +43,12 @@ DEV_KERNEL(k1, struct k1_args, 512) {
   /* the key table on the CTAs without a wqkv unit (none in the index build: keylist writes it) */
   K1_STAGE(t, c.a->index_build ? 0u : S_, 224u, kt_token(&t_.a->kt, t); dev_barrier())
   /* the attention front */
-  K1_STAGE(u, k1_wqkv_units(&c), 0u, k1_wqkv_unit(&t_, lds, u))
+  struct k1_gemv_state g = {0u, 0u};
+  K1_STAGE(u, k1_wqkv_units(&c), 0u, k1_wqkv_unit(&t_, lds, u, &g))
+  dev_barrier(); /* the last tile's reads of the reduction buffers before qkv's use of the LDS */
   K1_STAGE(t, S_, 0u, k1_qkv(&t_, lds, t))
-  K1_STAGE(task, k1_wq_b_tasks(&c), 0u, k1_wq_b_task(&t_, lds, task))
+  g.waited = 0;
+  K1_STAGE(task, k1_wq_b_tasks(&c), 0u, k1_wq_b_task(&t_, lds, task, &g))
 #undef K1_STAGE
 #undef S_
 #undef NS_

@@ -293,15 +293,27 @@ START_TEST(tiny_index_build) {
 }
 END_TEST
 
-/* The V4.1-Flash attention dims (hidden 5120, 64 heads, q_lora 1280, head 512). */
+/* The V4.1-Flash attention dims (hidden 5120, 64 heads, q_lora 1280, head 512): TP 4 and 2, the
+ * row counts, the three ratios, both block sizes, padding rows, two and four requests. */
 START_TEST(full_dims_tp4) {
-  const shape s[] = {{2, 1, 150, 64, -1}};
-  run_layer("v41-flash", 5, 4, s, 1, 500);
+  const shape s[] = {{1, 1, 0, 64, -1}, {2, 1, 150, 64, -1}, {7, 1, 1000, 256, 4}, {16, 2, 300, 64, -1},
+                     {48, 4, 900, 256, 20}};
+  run_layer("v41-flash", 5, 4, s, sizeof s / sizeof *s, 500);
+  run_layer("v41-flash", 33, 4, s + 2, 1, 505);
 }
 END_TEST
 START_TEST(full_dims_tp2) {
-  const shape s[] = {{1, 1, 70, 64, -1}};
-  run_layer("v41-flash", 30, 2, s, 1, 510);
+  const shape s[] = {{1, 1, 70, 64, -1}, {2, 2, 1, 256, -1}, {7, 1, 129, 64, -1}, {16, 1, 600, 256, 9},
+                     {48, 2, 960, 64, -1}};
+  run_layer("v41-flash", 30, 2, s, sizeof s / sizeof *s, 510);
+  run_layer("v41-flash", 0, 2, s + 3, 1, 515);
+}
+END_TEST
+/* The index build at full dims (layer 2: ratio 2, a kv and index source; layer 28: ratio 1). */
+START_TEST(full_dims_index_build) {
+  const shape s[] = {{7, 1, 500, 64, 1}, {16, 2, 90, 256, -1}};
+  run_layer("v41-flash", 2, 4, s, 2, 520);
+  run_layer("v41-flash", 28, 2, s, 1, 525);
 }
 END_TEST
 
@@ -446,7 +458,7 @@ Suite *hm_test_suite(void) {
       {"tiny_ratio2_tp2", tiny_ratio2_tp2},   {"tiny_ratio1_tp4", tiny_ratio1_tp4},
       {"tiny_ratio0", tiny_ratio0},           {"tiny_index_build", tiny_index_build},
       {"replays_bit_identical", replays_bit_identical}, {"full_dims_tp4", full_dims_tp4},
-      {"full_dims_tp2", full_dims_tp2},
+      {"full_dims_tp2", full_dims_tp2},       {"full_dims_index_build", full_dims_index_build},
   };
   for (unsigned i = 0; i < sizeof tests / sizeof *tests; i++) {
     TCase *tc = tcase_create(tests[i].name);
