@@ -1,12 +1,12 @@
 /* layer/ffn_group.c: a TP group of the FFN launch in one process: a thread a rank for the
  * collective and blocking calls, host arrays in and out through a staging buffer a rank. */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <stddef.h>
 
 #include "formats.h"
+#include "group_internal.h"
 #include "hm_ffn_group.h"
 #include "kernels/ffn_args.h"
 
@@ -22,8 +22,7 @@ struct grank {
   hm_ffn_io io;     /* device buffers for IO_ROWS rows */
   void *stage;      /* host-visible staging */
   size_t stage_bytes;
-  hm_status st;
-  char err[512];
+  hm_rank_result res;
   double ns;
 };
 
@@ -38,18 +37,8 @@ struct hm_ffn_group {
   struct grank rank[8];
 };
 
-static double now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return 1e9 * (double)t.tv_sec + (double)t.tv_nsec;
-}
-
-/* A rank's failure, kept with its message (hm_errmsg is per thread). */
-static void *keep(struct grank *k, hm_status s) {
-  k->st = s;
-  if (s) snprintf(k->err, sizeof k->err, "rank %u: %s", k->r, hm_errmsg());
-  return NULL;
-}
+/* A rank's outcome (group_internal.h). */
+static void *keep(struct grank *k, hm_status s) { return hm_rank_keep(&k->res, k->r, s); }
 
 /* ---------------------------------------------------------------- set-up and teardown */
 
@@ -108,23 +97,9 @@ static void *create_rank(void *arg) {
   return keep(k, alloc_io(k, g->D));
 }
 
-/* Run fn on every rank in its own thread; the first failure (rank order) as the result. */
+/* fn on every rank in its own thread; the first failure (rank order) as the result */
 static hm_status on_ranks(hm_ffn_group *g, void *(*fn)(void *)) {
-  pthread_t th[8];
-  uint32_t started = 0;
-  for (uint32_t r = 0; r < g->tp; r++) {
-    g->rank[r].st = HM_OK, g->rank[r].err[0] = 0;
-    if (pthread_create(&th[r], NULL, fn, &g->rank[r]) != 0) {
-      g->rank[r].st = HM_ERR_RUNTIME;
-      snprintf(g->rank[r].err, sizeof g->rank[r].err, "rank %u: cannot start its thread", r);
-      break;
-    }
-    started++;
-  }
-  for (uint32_t r = 0; r < started; r++) pthread_join(th[r], NULL);
-  for (uint32_t r = 0; r < g->tp; r++)
-    if (g->rank[r].st) return hm_fail(g->rank[r].st, "%s", g->rank[r].err);
-  return started == g->tp ? HM_OK : hm_fail(HM_ERR_RUNTIME, "FFN group: a rank thread did not start");
+  return hm_on_ranks(g->rank, sizeof g->rank[0], offsetof(struct grank, res), g->tp, fn);
 }
 
 hm_status hm_ffn_group_create(hm_runtime *rt, const hm_layer_weights *w, uint32_t tp, const hm_ffn_config *cfg,
@@ -165,12 +140,6 @@ hm_heap *hm_ffn_group_heap(hm_ffn_group *g, uint32_t r) { return g && r < g->tp 
 
 /* ---------------------------------------------------------------- data in and out */
 
-static void to_bf16(const float *x, uint64_t n, uint16_t *out) {
-  for (uint64_t i = 0; i < n; i++) out[i] = fmt_bf16_from_f32(x[i]);
-}
-static void from_bf16(const uint16_t *x, uint64_t n, float *out) {
-  for (uint64_t i = 0; i < n; i++) out[i] = fmt_bf16_to_f32(x[i]);
-}
 
 /* host -> device through the staging buffer (bytes <= stage_bytes) */
 static hm_status put(struct grank *k, hm_runtime *rt, void *dst, const void *src, size_t bytes) {
@@ -189,9 +158,9 @@ static hm_status upload(hm_ffn_group *g, struct grank *k, const hm_ffn_inputs *i
   const uint32_t S = in->rows, D = g->D;
   hm_status s;
   uint16_t *b = k->stage;
-  to_bf16(in->parts[k->r], (uint64_t)S * D, b);
+  hm_group_to_bf16(in->parts[k->r], (uint64_t)S * D, b);
   if ((s = put(k, g->rt, (void *)k->io.part, b, (size_t)S * D * 2))) return s;
-  to_bf16(in->res, (uint64_t)S * 4 * D, b);
+  hm_group_to_bf16(in->res, (uint64_t)S * 4 * D, b);
   if ((s = put(k, g->rt, (void *)k->io.res_in, b, (size_t)S * 4 * D * 2))) return s;
   if ((s = put(k, g->rt, (void *)k->io.post_in, in->post, (size_t)S * 16)) ||
       (s = put(k, g->rt, (void *)k->io.comb_in, in->comb, (size_t)S * 64)) ||
@@ -204,9 +173,9 @@ static hm_status upload(hm_ffn_group *g, struct grank *k, const hm_ffn_inputs *i
 static hm_status download(hm_ffn_group *g, struct grank *k, uint32_t S, const hm_ffn_outputs *o) {
   const uint32_t D = g->D;
   hm_status s = HM_OK;
-  if (o->x && !(s = get(k, g->rt, k->stage, k->io.out, (size_t)S * D * 2))) from_bf16(k->stage, (uint64_t)S * D, o->x);
+  if (o->x && !(s = get(k, g->rt, k->stage, k->io.out, (size_t)S * D * 2))) hm_group_from_bf16(k->stage, (uint64_t)S * D, o->x);
   if (!s && o->res && !(s = get(k, g->rt, k->stage, k->io.res_out, (size_t)S * 4 * D * 2)))
-    from_bf16(k->stage, (uint64_t)S * 4 * D, o->res);
+    hm_group_from_bf16(k->stage, (uint64_t)S * 4 * D, o->res);
   if (!s && o->post) s = get(k, g->rt, o->post, k->io.post_out, (size_t)S * 16);
   if (!s && o->comb) s = get(k, g->rt, o->comb, k->io.comb_out, (size_t)S * 64);
   if (!s && o->pre) s = get(k, g->rt, o->pre, k->io.pre_out, (size_t)S * 16);
@@ -220,9 +189,9 @@ static void *step_rank(void *arg) {
   hm_ffn_group *g = k->g;
   double t = 0;
   for (uint32_t i = 0; i < g->steps; i++) {
-    double t0 = now_ns();
+    double t0 = hm_group_now_ns();
     hm_status s = hm_layer_ffn(k->ffn, k->q, &k->io);
-    t += now_ns() - t0;
+    t += hm_group_now_ns() - t0;
     if (s) return keep(k, s);
   }
   k->ns = g->steps ? t / g->steps : 0;

@@ -1,12 +1,12 @@
 /* layer/k1_group.c: a TP group of K1 in one process: a thread a rank for the blocking calls, host
  * arrays in and out through a staging buffer a rank, the metadata in host-visible memory. */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <stddef.h>
 
 #include "formats.h"
+#include "group_internal.h"
 #include "hm_k1_group.h"
 #include "kernels/k1_args.h"
 
@@ -33,8 +33,7 @@ struct grank {
   hm_k1_io io;          /* the call's view of the above */
   void *stage;          /* host-visible staging */
   size_t stage_bytes;
-  hm_status st;
-  char err[512];
+  hm_rank_result res;
   double ns;
 };
 
@@ -50,36 +49,12 @@ struct hm_k1_group {
   struct grank rank[8];
 };
 
-static double now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return 1e9 * (double)t.tv_sec + (double)t.tv_nsec;
-}
+/* A rank's outcome (group_internal.h). */
+static void *keep(struct grank *k, hm_status s) { return hm_rank_keep(&k->res, k->r, s); }
 
-/* A rank's failure, kept with its message (hm_errmsg is per thread). */
-static void *keep(struct grank *k, hm_status s) {
-  k->st = s;
-  if (s) snprintf(k->err, sizeof k->err, "rank %u: %s", k->r, hm_errmsg());
-  return NULL;
-}
-
-/* Run fn on every rank in its own thread; the first failure (rank order) as the result. */
+/* fn on every rank in its own thread; the first failure (rank order) as the result */
 static hm_status on_ranks(hm_k1_group *g, void *(*fn)(void *)) {
-  pthread_t th[8];
-  uint32_t started = 0;
-  for (uint32_t r = 0; r < g->tp; r++) {
-    g->rank[r].st = HM_OK, g->rank[r].err[0] = 0;
-    if (pthread_create(&th[r], NULL, fn, &g->rank[r]) != 0) {
-      g->rank[r].st = HM_ERR_RUNTIME;
-      snprintf(g->rank[r].err, sizeof g->rank[r].err, "rank %u: cannot start its thread", r);
-      break;
-    }
-    started++;
-  }
-  for (uint32_t r = 0; r < started; r++) pthread_join(th[r], NULL);
-  for (uint32_t r = 0; r < g->tp; r++)
-    if (g->rank[r].st) return hm_fail(g->rank[r].st, "%s", g->rank[r].err);
-  return started == g->tp ? HM_OK : hm_fail(HM_ERR_RUNTIME, "K1 group: a rank thread did not start");
+  return hm_on_ranks(g->rank, sizeof g->rank[0], offsetof(struct grank, res), g->tp, fn);
 }
 
 /* ---------------------------------------------------------------- set-up and teardown */
@@ -191,12 +166,6 @@ hm_agent *hm_k1_group_agent(hm_k1_group *g, uint32_t r) { return g && r < g->tp 
 
 /* ---------------------------------------------------------------- data in and out */
 
-static void to_bf16(const float *x, uint64_t n, uint16_t *out) {
-  for (uint64_t i = 0; i < n; i++) out[i] = fmt_bf16_from_f32(x[i]);
-}
-static void from_bf16(const uint16_t *x, uint64_t n, float *out) {
-  for (uint64_t i = 0; i < n; i++) out[i] = fmt_bf16_to_f32(x[i]);
-}
 
 /* host -> device through the staging buffer: src is the stage itself (bytes <= stage_bytes) or
  * any host memory, copied in pieces */
@@ -280,9 +249,9 @@ static hm_status upload(struct grank *k, const hm_step_inputs *in) {
   const uint32_t S = in->S, D = g->D;
   hm_status s;
   uint16_t *b = k->stage;
-  to_bf16(in->x, (uint64_t)S * D, b);
+  hm_group_to_bf16(in->x, (uint64_t)S * D, b);
   if ((s = put(k, k->buf[B_X], b, (size_t)S * D * 2))) return s;
-  to_bf16(in->res, (uint64_t)S * HM_HC * D, b);
+  hm_group_to_bf16(in->res, (uint64_t)S * HM_HC * D, b);
   if ((s = put(k, k->buf[B_RES_IN], b, (size_t)S * HM_HC * D * 2)) ||
       (s = put(k, k->buf[B_POST_IN], in->post, (size_t)S * HM_HC * 4)) ||
       (s = put(k, k->buf[B_COMB_IN], in->comb, (size_t)S * HM_HC * HM_HC * 4)) ||
@@ -302,7 +271,7 @@ static hm_status upload(struct grank *k, const hm_step_inputs *in) {
 /* bf16 device [n] -> f32 host */
 static hm_status get_bf16(struct grank *k, float *dst, const void *src, uint64_t n) {
   hm_status s = get(k, k->stage, src, (size_t)n * 2);
-  if (!s) from_bf16(k->stage, n, dst);
+  if (!s) hm_group_from_bf16(k->stage, n, dst);
   return s;
 }
 
@@ -343,9 +312,9 @@ static void *step_rank(void *arg) {
   if (s) return keep(k, s);
   double t = 0;
   for (uint32_t i = 0; i < g->steps; i++) {
-    double t0 = now_ns();
+    double t0 = hm_group_now_ns();
     s = hm_k1_step(k->k1, k->q, &k->io);
-    t += now_ns() - t0;
+    t += hm_group_now_ns() - t0;
     if (s) return keep(k, s);
   }
   k->ns = t / g->steps;

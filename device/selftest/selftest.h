@@ -33,6 +33,7 @@ DEV_ARGS_CHECK(st_atomic_args, 8);
 #define ST_HANDOFF_PREREAD 8u  /* consumer: read the data once before polling (warm cache); the
                                   producer waits for that (ack == tag + 1) before producing */
 #define ST_HANDOFF_DEVSTORE 16u /* producer: device-scope (SC1) data stores, else plain */
+#define ST_HANDOFF_BARRIER 32u /* producer: a CTA barrier before the flag (no wait, no fence) */
 /* The producer stays until the consumer acknowledges (ack == tag) or `ticks` pass, so its
  * unpublished stores cannot land early by the producer simply ending. */
 struct st_handoff_args { u64 data; u64 flag; u64 out; u64 ack; u64 ticks; u32 n; u32 mode; u32 tag; u32 pad; };

@@ -25,6 +25,7 @@ DEV_KERNEL(st_handoff, struct st_handoff_args, 64) {
       if (mode & ST_HANDOFF_DEVSTORE) dev_st_u32(&data[i], i * 3u + tag, DEV_CP_DEV);
       else dev_st_u32(&data[i], i * 3u + tag, DEV_CP_PLAIN);
     }
+    if (mode & ST_HANDOFF_BARRIER) dev_barrier(); /* every work-item has stored before the flag */
     if (mode & ST_HANDOFF_FENCE) {
       dev_wait_stores();
       dev_barrier();
