@@ -73,3 +73,15 @@ hm_status hm_bind_tensors(hm_agent *a, const hm_layer_weights *w, const char *wh
   }
   return HM_OK;
 }
+
+hm_status hm_bind_check_agent(hm_agent *a, uint32_t min_cus, const char *who, const char *gfx942_why) {
+  const hm_agent_info *ai = hm_agent_info_of(a);
+  if (strcmp(ai->name, "gfx950") != 0)
+    return hm_fail(HM_ERR_REFUSED, "%s: spec/mono.md §5.1.2: its kernel is built for gfx950 and agent %u is %s (%s)", who,
+                   hm_agent_index(a), ai->name, gfx942_why);
+  if (!min_cus) min_cus = 256;
+  if (ai->cus < min_cus)
+    return hm_fail(HM_ERR_REFUSED, "%s: spec/mono.md §5.1.6: agent %u has %u CUs, the launch wants %u", who,
+                   hm_agent_index(a), ai->cus, min_cus);
+  return HM_OK;
+}

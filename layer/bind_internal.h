@@ -20,4 +20,8 @@ struct hm_bind_want {
 hm_status hm_bind_tensors(hm_agent *a, const hm_layer_weights *w, const char *who, const struct hm_bind_want *want,
                           unsigned n, void **out);
 
+/* The agent rules of a gfx950 launch: §5.1.2 (a gfx950 agent; gfx942_why says what a gfx942 runs
+ * instead) and §5.1.6 (at least min_cus CUs, 0: 256). A refusal names the rule, as "<who>: ...". */
+hm_status hm_bind_check_agent(hm_agent *a, uint32_t min_cus, const char *who, const char *gfx942_why);
+
 #endif /* HM_BIND_INTERNAL_H */

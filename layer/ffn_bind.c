@@ -9,17 +9,8 @@
 /* ---------------------------------------------------------------- eligibility */
 
 hm_status hm_ffn_check_agent(hm_agent *a, const hm_ffn_config *cfg) {
-  const hm_agent_info *ai = hm_agent_info_of(a);
-  if (strcmp(ai->name, "gfx950") != 0)
-    return hm_fail(HM_ERR_REFUSED,
-                   "FFN launch: spec/mono.md §5.1.2: the launch's kernel is built for gfx950 and agent %u is %s "
-                   "(gfx942 runs its own copies of the weights, not this kernel)",
-                   hm_agent_index(a), ai->name);
-  uint32_t min_cus = cfg && cfg->min_cus ? cfg->min_cus : 256;
-  if (ai->cus < min_cus)
-    return hm_fail(HM_ERR_REFUSED, "FFN launch: spec/mono.md §5.1.6: agent %u has %u CUs, the launch wants %u",
-                   hm_agent_index(a), ai->cus, min_cus);
-  return HM_OK;
+  return hm_bind_check_agent(a, cfg ? cfg->min_cus : 0, "FFN launch",
+                             "gfx942 runs its own copies of the weights, not this kernel");
 }
 
 hm_status hm_ffn_check_layer(const hm_layer_weights *w, const hm_ffn_config *cfg, uint32_t tp) {

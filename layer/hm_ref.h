@@ -140,6 +140,8 @@ typedef struct hm_kv_cache {
 
 /* One 512-dim kv (bf16 values; nope 0..447, roped 448..511) as a record: rule R per 64 nope dims. */
 void hm_ref_kv_record(const float *kv, uint8_t data[HM_RECORD_DATA], uint8_t scale[8]);
+/* Byte offsets from c->base of slot's data row and scale row (HM_ERR_INVALID_ARG outside it). */
+hm_status hm_ref_kv_offsets(const hm_kv_cache *c, int64_t slot, uint64_t *data, uint64_t *scale);
 /* Writes a record at slot (HM_ERR_INVALID_ARG outside the cache). */
 hm_status hm_ref_kv_insert(const hm_kv_cache *c, int64_t slot, const uint8_t *data, const uint8_t *scale);
 /* A record's 512 values: nope e4m3 * 2^(code-127) (exact in bf16), rope bf16. */

@@ -8,17 +8,7 @@
 /* ---------------------------------------------------------------- eligibility */
 
 hm_status hm_k1_check_agent(hm_agent *a, const hm_k1_config *cfg) {
-  const hm_agent_info *ai = hm_agent_info_of(a);
-  if (strcmp(ai->name, "gfx950") != 0)
-    return hm_fail(HM_ERR_REFUSED,
-                   "K1: spec/mono.md §5.1.2: K1's kernel is built for gfx950 and agent %u is %s (gfx942's K1 is "
-                   "not written)",
-                   hm_agent_index(a), ai->name);
-  uint32_t min_cus = cfg && cfg->min_cus ? cfg->min_cus : 256;
-  if (ai->cus < min_cus)
-    return hm_fail(HM_ERR_REFUSED, "K1: spec/mono.md §5.1.6: agent %u has %u CUs, K1 wants %u", hm_agent_index(a),
-                   ai->cus, min_cus);
-  return HM_OK;
+  return hm_bind_check_agent(a, cfg ? cfg->min_cus : 0, "K1", "gfx942's K1 is not written");
 }
 
 hm_status hm_k1_check_layer(const hm_layer_weights *w) {

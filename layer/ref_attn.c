@@ -24,14 +24,22 @@ void hm_ref_kv_record(const float *kv, uint8_t data[HM_RECORD_DATA], uint8_t sca
   }
 }
 
-static hm_status locate(const hm_kv_cache *c, int64_t slot, uint8_t **data, uint8_t **scale) {
-  if (!c || !c->base || c->block_size == 0 || slot < 0 || (uint64_t)slot >= (uint64_t)c->blocks * c->block_size ||
+hm_status hm_ref_kv_offsets(const hm_kv_cache *c, int64_t slot, uint64_t *data, uint64_t *scale) {
+  if (!c || c->block_size == 0 || slot < 0 || (uint64_t)slot >= (uint64_t)c->blocks * c->block_size ||
       c->block_stride < (uint64_t)c->block_size * HM_RECORD)
     return hm_fail(HM_ERR_INVALID_ARG, "KV slot %lld outside the cache", (long long)slot);
   uint64_t b = (uint64_t)slot / c->block_size, o = (uint64_t)slot % c->block_size;
-  uint8_t *page = c->base + b * c->block_stride;
-  *data = page + o * HM_RECORD_DATA;
-  *scale = page + (uint64_t)c->block_size * HM_RECORD_DATA + o * 8;
+  *data = b * c->block_stride + o * HM_RECORD_DATA;
+  *scale = b * c->block_stride + (uint64_t)c->block_size * HM_RECORD_DATA + o * 8;
+  return HM_OK;
+}
+
+static hm_status locate(const hm_kv_cache *c, int64_t slot, uint8_t **data, uint8_t **scale) {
+  uint64_t d, s;
+  if (!c || !c->base) return hm_fail(HM_ERR_INVALID_ARG, "KV slot %lld: no cache", (long long)slot);
+  hm_status st = hm_ref_kv_offsets(c, slot, &d, &s);
+  if (st != HM_OK) return st;
+  *data = c->base + d, *scale = c->base + s;
   return HM_OK;
 }
 

@@ -55,20 +55,6 @@ static void usage(FILE *f) {
           "threads), on a GPU one CTA a CU; --ctas G sets another.\n");
 }
 
-/* A whole decimal number, nothing after it (a typo is a usage error, not a zero). */
-static int num(const char *s, long *out) {
-  char *end;
-  *out = strtol(s, &end, 10);
-  return *s && !*end;
-}
-
-/* Byte offsets of slot s's data row and scale row in the cache (hm_kv_cache's layout). */
-static void record_at(const hm_kv_cache *c, int64_t s, uint64_t *data, uint64_t *scale) {
-  uint64_t b = (uint64_t)s / c->block_size, o = (uint64_t)s % c->block_size;
-  *data = b * c->block_stride + o * HM_RECORD_DATA;
-  *scale = b * c->block_stride + (uint64_t)c->block_size * HM_RECORD_DATA + o * 8;
-}
-
 static uint64_t count_diff_i32(const int32_t *a, const int32_t *b, uint64_t n) {
   uint64_t d = 0;
   for (uint64_t i = 0; i < n; i++) d += a[i] != b[i];
@@ -98,21 +84,21 @@ int check_k1(int argc, char **argv) {
   optind = 1;
   while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (o) {
-      case 't': bad |= !num(optarg, &tp); break;
-      case 'r': bad |= !num(optarg, &rows); break;
-      case 'R': bad |= !num(optarg, &ratio) || ratio < 0 || ratio > 2; break;
+      case 't': bad |= !launch_tool_num(optarg, &tp); break;
+      case 'r': bad |= !launch_tool_num(optarg, &rows); break;
+      case 'R': bad |= !launch_tool_num(optarg, &ratio) || ratio < 0 || ratio > 2; break;
       case 'c': model = optarg; break;
-      case 'l': bad |= !num(optarg, &layer) || layer < 0; break;
-      case 'x': bad |= !num(optarg, &ctx) || ctx < 0; break;
-      case 'q': bad |= !num(optarg, &reqs); break;
-      case 'b': bad |= !num(optarg, &block) || block < 2; break;
+      case 'l': bad |= !launch_tool_num(optarg, &layer) || layer < 0; break;
+      case 'x': bad |= !launch_tool_num(optarg, &ctx) || ctx < 0; break;
+      case 'q': bad |= !launch_tool_num(optarg, &reqs); break;
+      case 'b': bad |= !launch_tool_num(optarg, &block) || block < 2; break;
       case 's': {
         char *end;
         seed = strtoull(optarg, &end, 0);
         bad |= !*optarg || *end;
         break;
       }
-      case 'g': bad |= !num(optarg, &ctas) || ctas < 0; break;
+      case 'g': bad |= !launch_tool_num(optarg, &ctas) || ctas < 0; break;
       case 'h': usage(stdout); return 0;
       default: usage(stderr); return 2;
     }
@@ -234,7 +220,7 @@ int check_k1(int argc, char **argv) {
   for (uint32_t t = 0; t < S; t++) {
     if (step.slot[t] < 0) continue;
     uint64_t d, s;
-    record_at(&step.in.swa, step.slot[t], &d, &s);
+    hm_ref_kv_offsets(&step.in.swa, step.slot[t], &d, &s); /* a live slot: in the cache */
     memset(mask + d, 1, HM_RECORD_DATA), memset(mask + s, 1, 8);
     live++;
   }

@@ -1,5 +1,7 @@
 /* tools/launch_tool.c: the generated weights and the grid the launch tools share
  * (launch_tool.h). */
+#include <stdlib.h>
+
 #include "launch_tool.h"
 
 hm_status launch_tool_weights(const hm_layer_config *cfg, uint32_t tp, uint64_t seed, uint32_t parts,
@@ -26,4 +28,10 @@ void launch_tool_grid(hm_runtime *rt, long ctas, uint32_t *min_cus, uint32_t *gr
     *min_cus = 1;
     if (!*grid) *grid = 8;
   }
+}
+
+int launch_tool_num(const char *s, long *out) {
+  char *end;
+  *out = strtol(s, &end, 10);
+  return *s && !*end;
 }

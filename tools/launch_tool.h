@@ -20,4 +20,8 @@ hm_status launch_tool_weights(const hm_layer_config *cfg, uint32_t tp, uint64_t 
  * *min_cus 0 (the launch's own rule). ctas > 0 sets the grid on either. */
 void launch_tool_grid(hm_runtime *rt, long ctas, uint32_t *min_cus, uint32_t *grid);
 
+/* A whole decimal number in s, nothing after it (a typo is a usage error, not a zero): 1 and *out,
+ * or 0. */
+int launch_tool_num(const char *s, long *out);
+
 #endif /* HM_TOOLS_LAUNCH_TOOL_H */

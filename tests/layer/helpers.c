@@ -112,3 +112,20 @@ uint8_t *tl_u8(const hm_tensor_set *s, const char *name) {
 
 int tl_is_bf16(float x) { return (fmt_bits(x) & 0xffffu) == 0; }
 
+
+hm_runtime *tl_open_sim(void) {
+  hm_runtime *rt;
+  ck_assert_msg(hm_runtime_open("sim", &rt) == HM_OK, "sim: %s", hm_errmsg());
+  return rt;
+}
+
+void *tl_fetch(hm_runtime *rt, hm_agent *a, const void *dev, size_t n) {
+  void *stage, *out = malloc(n ? n : 1);
+  ck_assert_ptr_nonnull(out);
+  ck_assert_int_eq(hm_mem_alloc(a, HM_POOL_HOST, n, 0, &stage), HM_OK);
+  hm_signal none = {0};
+  ck_assert_int_eq(hm_mem_copy(rt, stage, dev, n, none), HM_OK);
+  memcpy(out, stage, n);
+  hm_mem_free(rt, stage);
+  return out;
+}

@@ -1,11 +1,13 @@
 /* tests/layer/helpers.h: what the layer tests share: weights for a whole TP group from the
- * generator, generated step inputs, and error measures between two float arrays. */
+ * generator, generated step inputs, error measures, the software agent and device read-back. */
 #ifndef TL_HELPERS_H
 #define TL_HELPERS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "hm_config.h"
+#include "hm_hsa.h"
 #include "hm_ref.h"
 #include "hm_weights.h"
 
@@ -35,6 +37,11 @@ uint64_t tl_count_diff(const float *a, const float *b, uint64_t n);
 float *tl_f32(const hm_tensor_set *s, const char *name);
 int32_t *tl_i32(const hm_tensor_set *s, const char *name);
 uint8_t *tl_u8(const hm_tensor_set *s, const char *name);
+
+/* the software agent's runtime (fails the test if it cannot open) */
+hm_runtime *tl_open_sim(void);
+/* a malloc'd copy of n bytes of agent a's device memory, through host-visible staging as on a GPU */
+void *tl_fetch(hm_runtime *rt, hm_agent *a, const void *dev, size_t n);
 
 /* is x exactly bf16-representable */
 int tl_is_bf16(float x);

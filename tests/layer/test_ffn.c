@@ -70,24 +70,7 @@ static void outs_free(outs *o, uint32_t tp) {
     free(o->o[r].x), free(o->o[r].res), free(o->o[r].post), free(o->o[r].comb), free(o->o[r].pre);
 }
 
-static hm_runtime *open_sim(void) {
-  hm_runtime *rt;
-  ck_assert_msg(hm_runtime_open("sim", &rt) == HM_OK, "sim: %s", hm_errmsg());
-  return rt;
-}
-
 static const hm_ffn_config small_grid = {.min_cus = 1, .reduced_experts = true};
-
-/* A copy of n bytes of device memory (through host-visible staging, as on a GPU). */
-static void *fetch(hm_runtime *rt, hm_agent *a, const void *dev, size_t n) {
-  void *stage, *out = malloc(n ? n : 1);
-  ck_assert_int_eq(hm_mem_alloc(a, HM_POOL_HOST, n, 0, &stage), HM_OK);
-  hm_signal none = {0};
-  ck_assert_int_eq(hm_mem_copy(rt, stage, dev, n, none), HM_OK);
-  memcpy(out, stage, n);
-  hm_mem_free(rt, stage);
-  return out;
-}
 
 /* ---------------------------------------------------------------- comparisons */
 
@@ -139,7 +122,7 @@ static void expect_stages(hm_runtime *rt, hm_ffn_group *g, const ffn_case *c) {
   struct ffn_scratch L;
   const uint8_t *dev = hm_ffn_scratch(f, S, &L);
   ck_assert_ptr_nonnull(dev);
-  uint8_t *scr = fetch(rt, hm_agent_get(rt, 0), dev, L.bytes);
+  uint8_t *scr = tl_fetch(rt, hm_agent_get(rt, 0), dev, L.bytes);
   const uint16_t *normed = (const uint16_t *)(scr + L.normed);
   const float *rn = tl_f32(&c->ref, "ffn.seam.normed");
   uint64_t bad = 0;
@@ -174,7 +157,7 @@ static void expect_stages(hm_runtime *rt, hm_ffn_group *g, const ffn_case *c) {
 
 static void run_and_check(const hm_layer_config *cfg, uint32_t tp, const uint32_t *rows, uint32_t nrows,
                           uint64_t seed) {
-  hm_runtime *rt = open_sim();
+  hm_runtime *rt = tl_open_sim();
   hm_layer_weights w[4];
   tl_build_group(cfg, tp, seed, HM_WPART_FFN, w);
   hm_ffn_group *g;
@@ -266,7 +249,7 @@ static int same_as_first(void *ctx, uint32_t replay, uint32_t rank, const hm_ffn
 
 START_TEST(replays_bit_identical) {
   hm_layer_config cfg = tl_config("tiny", 3, 0, 0);
-  hm_runtime *rt = open_sim();
+  hm_runtime *rt = tl_open_sim();
   hm_layer_weights w[2];
   tl_build_group(&cfg, 2, 5000, HM_WPART_FFN, w);
   ffn_case c;
@@ -298,7 +281,7 @@ END_TEST
  * refused at once, and the group tears down cleanly. */
 START_TEST(dead_peer_is_an_error) {
   hm_layer_config cfg = tl_config("tiny", 3, 0, 0);
-  hm_runtime *rt = open_sim();
+  hm_runtime *rt = tl_open_sim();
   hm_layer_weights w[2];
   tl_build_group(&cfg, 2, 6000, HM_WPART_FFN, w);
   hm_ffn_config fc = small_grid;
@@ -358,7 +341,7 @@ static void expect_refused(hm_status st, const char *rule) {
 }
 
 START_TEST(create_refusals) {
-  hm_runtime *rt = open_sim();
+  hm_runtime *rt = tl_open_sim();
   hm_heap *h1 = heap_of(rt, 1, 0);
   hm_layer_config tiny = tl_config("tiny", 3, 0, 0);
   hm_layer_weights w = {.cfg = tiny, .parts = HM_WPART_FFN};
@@ -376,7 +359,7 @@ START_TEST(create_refusals) {
 END_TEST
 
 START_TEST(create_refusals_tp2) {
-  hm_runtime *rt = open_sim();
+  hm_runtime *rt = tl_open_sim();
   hm_layer_weights w[2];
   hm_layer_config tiny = tl_config("tiny", 3, 0, 0);
   tl_build_group(&tiny, 2, 9, HM_WPART_FFN, w);
@@ -429,7 +412,7 @@ END_TEST
 
 START_TEST(gfx942_refused) {
   setenv("HSAMONO_SIM_ARCH", "gfx942", 1);
-  hm_runtime *rt = open_sim();
+  hm_runtime *rt = tl_open_sim();
   hm_heap *h = heap_of(rt, 1, 0);
   hm_layer_config tiny = tl_config("tiny", 3, 0, 0);
   hm_layer_weights w = {.cfg = tiny, .parts = HM_WPART_FFN};

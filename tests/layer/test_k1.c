@@ -11,25 +11,8 @@
 #include "hm_k1_group.h"
 #include "kernels/k1_args.h"
 
-static hm_runtime *open_sim(void) {
-  hm_runtime *rt;
-  ck_assert_msg(hm_runtime_open("sim", &rt) == HM_OK, "sim: %s", hm_errmsg());
-  return rt;
-}
-
 /* 8-CTA parts on the software agent (tests/layer/meson.build), so every stage's placement wraps. */
 static const hm_k1_config small_grid = {.min_cus = 1};
-
-/* A copy of n bytes of device memory (through host-visible staging, as on a GPU). */
-static void *fetch(hm_runtime *rt, hm_agent *a, const void *dev, size_t n) {
-  void *stage, *out = malloc(n ? n : 1);
-  ck_assert_int_eq(hm_mem_alloc(a, HM_POOL_HOST, n, 0, &stage), HM_OK);
-  hm_signal none = {0};
-  ck_assert_int_eq(hm_mem_copy(rt, stage, dev, n, none), HM_OK);
-  memcpy(out, stage, n);
-  hm_mem_free(rt, stage);
-  return out;
-}
 
 /* ---------------------------------------------------------------- a case */
 
@@ -116,13 +99,6 @@ static void expect_gemv_close(const char *what, const float *x, const float *ref
                 what, rel, cos, (unsigned long long)diff, (unsigned long long)n);
 }
 
-/* Byte offsets of slot s's data row and scale row in a cache. */
-static void rec_at(const hm_kv_cache *k, int64_t s, uint64_t *data, uint64_t *scale) {
-  uint64_t b = (uint64_t)s / k->block_size, o = (uint64_t)s % k->block_size;
-  *data = b * k->block_stride + o * HM_RECORD_DATA;
-  *scale = b * k->block_stride + (uint64_t)k->block_size * HM_RECORD_DATA + o * 8;
-}
-
 /* Stage by stage from rank 0's mailboxes: X8 exactly the reference's; the kernel's own wqkv sums
  * (QKVP) against the reference's GEMV (expect_gemv_close); then every later stage of the front
  * recomputed by the reference from the kernel's own sums must equal the kernel's bit for bit: the
@@ -135,7 +111,7 @@ static void expect_stages(hm_runtime *rt, hm_k1_group *g, k1_case *c, const hm_l
   struct k1_scratch L;
   const uint8_t *dev = hm_k1_scratch(k, S, &L);
   ck_assert_ptr_nonnull(dev);
-  uint8_t *scr = fetch(rt, hm_k1_group_agent(g, 0), dev, L.bytes);
+  uint8_t *scr = tl_fetch(rt, hm_k1_group_agent(g, 0), dev, L.bytes);
   ck_assert_mem_eq(scr + L.x8, tl_u8(&c->ref, "k1.x8"), (size_t)S * D);
   ck_assert_mem_eq(scr + L.x8s, tl_u8(&c->ref, "k1.x8_s"), (size_t)S * D / 32);
   const uint64_t *qkvp = (const uint64_t *)(scr + L.qkvp);
@@ -194,7 +170,7 @@ static void expect_records_close(const k1_case *c) {
   for (uint32_t t = 0; t < c->S; t++) {
     if (c->step.slot[t] < 0) continue;
     uint64_t d, s;
-    rec_at(&c->step.in.swa, c->step.slot[t], &d, &s);
+    ck_assert_int_eq(hm_ref_kv_offsets(&c->step.in.swa, c->step.slot[t], &d, &s), HM_OK);
     for (uint32_t i = 0; i < HM_RECORD_DATA; i++) bad += c->o[0].swa[d + i] != c->refs.swa_buf[d + i];
     for (uint32_t i = 0; i < 8; i++) bad += c->o[0].swa[s + i] != c->refs.swa_buf[s + i];
     n += HM_RECORD;
@@ -245,7 +221,7 @@ static void run_case(hm_runtime *rt, hm_k1_group *g, const hm_layer_weights *w, 
 
 static void run_layer(const char *model, int32_t layer, uint32_t tp, const shape *shapes, uint32_t n, uint64_t seed) {
   hm_layer_config cfg = tl_config(model, layer, 0, 0);
-  hm_runtime *rt = open_sim();
+  hm_runtime *rt = tl_open_sim();
   hm_layer_weights w[4];
   tl_build_group(&cfg, tp, seed, HM_WPART_ATTN, w);
   hm_k1_group *g;
@@ -342,7 +318,7 @@ static int same_as_first(void *ctx, uint32_t replay, uint32_t rank, const hm_k1_
  * the first step's, on every rank. */
 START_TEST(replays_bit_identical) {
   hm_layer_config cfg = tl_config("tiny", 3, 0, 0);
-  hm_runtime *rt = open_sim();
+  hm_runtime *rt = tl_open_sim();
   hm_layer_weights w[2];
   tl_build_group(&cfg, 2, 600, HM_WPART_ATTN, w);
   k1_case c, again;
@@ -375,7 +351,7 @@ static void expect_status(hm_status st, hm_status want, const char *needle) {
  * the row and the index, and nothing is written (the cache and every output as they were). */
 START_TEST(bad_metadata_refused) {
   hm_layer_config cfg = tl_config("tiny", 21, 0, 0);
-  hm_runtime *rt = open_sim();
+  hm_runtime *rt = tl_open_sim();
   hm_layer_weights w[2];
   tl_build_group(&cfg, 2, 700, HM_WPART_ATTN, w);
   hm_k1_group *g;
@@ -417,7 +393,7 @@ END_TEST
 
 /* Creation refusals name their rule; a gfx942 agent is refused (§5.1.2: K1 is gfx950's kernel). */
 START_TEST(create_refusals) {
-  hm_runtime *rt = open_sim();
+  hm_runtime *rt = tl_open_sim();
   hm_layer_config cfg = tl_config("tiny", 3, 0, 0);
   hm_layer_weights w;
   tl_build_group(&cfg, 1, 800, HM_WPART_ATTN, &w);
@@ -441,7 +417,7 @@ START_TEST(create_refusals) {
   tl_free_group(w2, 2);
   hm_runtime_close(rt);
   setenv("HSAMONO_SIM_ARCH", "gfx942", 1);
-  rt = open_sim();
+  rt = tl_open_sim();
   tl_build_group(&cfg, 2, 800, HM_WPART_ATTN, w2);
   expect_status(hm_k1_create(hm_agent_get(rt, 0), &w2[0], &small_grid, &k), HM_ERR_REFUSED, "§5.1.2");
   tl_free_group(w2, 2);

@@ -33,13 +33,6 @@ static void usage(FILE *f) {
           "a rank (--ctas G: another grid; a GPU's default is one CTA a CU).\n");
 }
 
-/* A whole decimal number, nothing after it (a typo is a usage error, not a zero). */
-static int num(const char *s, long *out) {
-  char *end;
-  *out = strtol(s, &end, 10);
-  return *s && !*end;
-}
-
 int bench_k1(int argc, char **argv) {
   const char *model = "v41-flash";
   long layer = 3, tp = 4, steps = 0, ctas = 0;
@@ -55,7 +48,7 @@ int bench_k1(int argc, char **argv) {
   optind = 1;
   while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (o) {
-      case 't': bad |= !num(optarg, &tp); break;
+      case 't': bad |= !launch_tool_num(optarg, &tp); break;
       case 'r': {
         /* a comma-separated list of at most MAX_ROWS_LIST widths, nothing else */
         nrows = 0;
@@ -77,15 +70,15 @@ int bench_k1(int argc, char **argv) {
         break;
       }
       case 'c': model = optarg; break;
-      case 'l': bad |= !num(optarg, &layer) || layer < 0; break;
-      case 'n': bad |= !num(optarg, &steps) || steps < 0; break;
+      case 'l': bad |= !launch_tool_num(optarg, &layer) || layer < 0; break;
+      case 'n': bad |= !launch_tool_num(optarg, &steps) || steps < 0; break;
       case 's': {
         char *end;
         seed = strtoull(optarg, &end, 0);
         bad |= !*optarg || *end;
         break;
       }
-      case 'g': bad |= !num(optarg, &ctas) || ctas < 0; break;
+      case 'g': bad |= !launch_tool_num(optarg, &ctas) || ctas < 0; break;
       case 'h': usage(stdout); return 0;
       default: usage(stderr); return 2;
     }
