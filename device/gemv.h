@@ -135,6 +135,45 @@ DEV_INLINE f32x4 gemv_mx8_wave(const gemv_mx8 *m, const gemv_act *x, u32 row0, u
   return acc;
 }
 
+/* ---------------------------------------------------------------- a GEMV task's weights, held in registers */
+
+/* One wave's share of a 16-row tile of a dense MXFP8 matrix over K steps [s0, s0 + n): the steps
+ * s0 + wave, s0 + wave + 8, ... (spec/mono.md §2.0), loaded before the task waits for its
+ * activations, kept in registers across token tiles. */
+#define GEMV_MAX_WSTEPS 4u /* 128-wide K steps a wave holds of one row tile (K <= 4096) */
+
+typedef struct {
+  i32x8 w[GEMV_MAX_WSTEPS];
+  u32 s[GEMV_MAX_WSTEPS];
+} gemv_wtile;
+
+DEV_INLINE void gemv_wtile_load(gemv_wtile *t, const gemv_mx8 *m, u32 row0, u32 s0, u32 n, u32 wave, u32 lane) {
+  u32 row = row0 + lane % 16u;
+#pragma unroll
+  for (u32 i = 0; i < GEMV_MAX_WSTEPS; i++) {
+    u32 st = wave + 8u * i;
+    t->w[i] = 0, t->s[i] = GEMV_UNIT_SCALE;
+    if (st < n) {
+      t->w[i] = gemv_ld_fp8(m->w, row * m->K, m->K, s0 + st, lane, DEV_CP_NT);
+      t->s[i] = gemv_mx8_scale(m, row, 4u * (s0 + st) + lane / 16u);
+    }
+  }
+}
+
+/* The wave's chain for tokens t0..t0+15: its steps in ascending order in one accumulator. */
+DEV_INLINE f32x4 gemv_wtile_run(const gemv_wtile *t, const gemv_act *x, u32 t0, u32 s0, u32 n, u32 wave, u32 lane) {
+  f32x4 acc = 0;
+#pragma unroll
+  for (u32 i = 0; i < GEMV_MAX_WSTEPS; i++) {
+    u32 st = wave + 8u * i;
+    if (st < n) {
+      i32x8 b = gemv_ld_act(x, t0, s0 + st, lane);
+      acc = gemv_mfma_fp8(t->w[i], b, acc, t->s[i], gemv_act_scale(x, t0, s0 + st, lane));
+    }
+  }
+  return acc;
+}
+
 /* ---------------------------------------------------------------- wave partials */
 
 /* The 16x16 D tile of a wave lives as lane l: rows 4(l/16)..+3 of column l%16. Every wave stores

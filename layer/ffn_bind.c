@@ -13,45 +13,45 @@ hm_status hm_ffn_check_agent(hm_agent *a, const hm_ffn_config *cfg) {
                              "gfx942 runs its own copies of the weights, not this kernel");
 }
 
-hm_status hm_ffn_check_layer(const hm_layer_weights *w, const hm_ffn_config *cfg, uint32_t tp) {
+hm_status hm_ffn_check_layer(const hm_layer_weights *w, const hm_ffn_config *cfg, uint32_t tp, const char *who) {
   const hm_layer_config *c = &w->cfg;
   const hm_rank_dims *d = &w->dims;
   bool draft = hm_config_is_draft(c);
   if (tp != 2 && tp != 4)
-    return hm_fail(HM_ERR_REFUSED, "FFN launch: spec/mono.md §5.1.3: TP %u (the launch runs TP 2 or 4)", tp);
+    return hm_fail(HM_ERR_REFUSED, "%s: spec/mono.md §5.1.3: TP %u (the launch runs TP 2 or 4)", who, tp);
   if (!(w->parts & HM_WPART_FFN))
-    return hm_fail(HM_ERR_INVALID_ARG, "FFN launch: layer %d's weights were built without the FFN part", c->layer);
+    return hm_fail(HM_ERR_INVALID_ARG, "%s: layer %d's weights were built without the FFN part", who, c->layer);
   if (w->dims.tp != tp)
-    return hm_fail(HM_ERR_INVALID_ARG, "FFN launch: the weights are for TP %u, the group is TP %u", w->dims.tp, tp);
+    return hm_fail(HM_ERR_INVALID_ARG, "%s: the weights are for TP %u, the group is TP %u", who, w->dims.tp, tp);
   /* §5.2.4: the routing the kernel implements */
-  if (d->shared_inter == 0) return hm_fail(HM_ERR_REFUSED, "FFN launch: spec/mono.md §5.2.4: no shared expert");
+  if (d->shared_inter == 0) return hm_fail(HM_ERR_REFUSED, "%s: spec/mono.md §5.2.4: no shared expert", who);
   if (c->route_scale != 1.5f || c->swiglu_limit != 10.0f)
     return hm_fail(HM_ERR_REFUSED,
-                   "FFN launch: spec/mono.md §5.2.4: routed scaling %g and swiglu limit %g (the launch implements "
+                   "%s: spec/mono.md §5.2.4: routed scaling %g and swiglu limit %g (the launch implements "
                    "1.5 and 10)",
-                   (double)c->route_scale, (double)c->swiglu_limit);
+                   who, (double)c->route_scale, (double)c->swiglu_limit);
   if (strcmp(c->model, "v41-flash") == 0 && !(cfg && cfg->reduced_experts)) {
     uint32_t e = draft ? 128 : 384, k = draft ? 3 : 6;
     if (c->experts != e || c->topk != k)
       return hm_fail(HM_ERR_REFUSED,
-                     "FFN launch: spec/mono.md §5.2.4: %s layer %d routes top-%u of %u experts, DeepSeek-V4.1 "
+                     "%s: spec/mono.md §5.2.4: %s layer %d routes top-%u of %u experts, DeepSeek-V4.1 "
                      "routes top-%u of %u (a reduced test build sets hm_ffn_config.reduced_experts)",
-                     draft ? "draft" : "target", c->layer, c->topk, c->experts, k, e);
+                     who, draft ? "draft" : "target", c->layer, c->topk, c->experts, k, e);
   }
   /* the kernel's own limits (device/kernels/ffn_args.h, device/ffn/ffn.h) */
   if (c->experts % 16 || c->experts < 16 || c->experts > FFN_MAX_E)
-    return hm_fail(HM_ERR_REFUSED, "FFN launch: %u experts (the kernel takes multiples of 16 up to %u)", c->experts,
+    return hm_fail(HM_ERR_REFUSED, "%s: %u experts (the kernel takes multiples of 16 up to %u)", who, c->experts,
                    FFN_MAX_E);
   if (c->topk < 1 || c->topk > FFN_MAX_TOPK)
-    return hm_fail(HM_ERR_REFUSED, "FFN launch: top-%u (the kernel takes 1..%u)", c->topk, FFN_MAX_TOPK);
+    return hm_fail(HM_ERR_REFUSED, "%s: top-%u (the kernel takes 1..%u)", who, c->topk, FFN_MAX_TOPK);
   if (c->hidden % 256 || c->hidden > FFN_MAX_D)
-    return hm_fail(HM_ERR_REFUSED, "FFN launch: hidden %u (the kernel takes multiples of 256 up to %u)", c->hidden,
+    return hm_fail(HM_ERR_REFUSED, "%s: hidden %u (the kernel takes multiples of 256 up to %u)", who, c->hidden,
                    FFN_MAX_D);
   if (d->shared_inter % 32 || d->inter_pad % 128 || d->inter % 32 || c->ug_groups < 1 || c->ug_groups > 2)
     return hm_fail(HM_ERR_REFUSED,
-                   "FFN launch: a rank's intermediates (routed %u padded %u, shared %u, %u groups a unit) are not "
+                   "%s: a rank's intermediates (routed %u padded %u, shared %u, %u groups a unit) are not "
                    "whole tiles",
-                   d->inter, d->inter_pad, d->shared_inter, c->ug_groups);
+                   who, d->inter, d->inter_pad, d->shared_inter, c->ug_groups);
   return HM_OK;
 }
 

@@ -1,5 +1,6 @@
-/* layer/ffn_launch.c: the FFN launch's runner: creation (checks, weights, heap regions, kernel),
- * the per-width mailboxes, a step (persistent launch, wait, status) and a recorded step. */
+/* layer/ffn_launch.c: the FFN launch's runner, and the runner K2 shares with it: creation (checks,
+ * weights, heap regions, kernel), the per-width mailboxes, a step (persistent launch, wait, status)
+ * and a recorded step. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,8 @@ static hm_status teardown(hm_ffn *f, hm_status s) {
   if (!f) return s;
   for (int i = 0; i < FFN_T_COUNT; i++)
     if (f->w[i]) hm_mem_free(f->rt, f->w[i]);
+  for (int i = 0; i < K2_T_COUNT; i++)
+    if (f->back_w[i]) hm_mem_free(f->rt, f->back_w[i]);
   for (uint32_t r = 0; r <= FFN_MAX_ROWS; r++)
     if (f->width[r].scratch) hm_mem_free(f->rt, f->width[r].scratch);
   for (uint32_t i = 0; i < f->nrecorded; i++) hm_mem_free(f->rt, f->recorded[i]);
@@ -24,19 +27,33 @@ static hm_status teardown(hm_ffn *f, hm_status s) {
   return s;
 }
 
-hm_status hm_ffn_create(hm_heap *heap, const hm_layer_weights *w, const hm_ffn_config *cfg, hm_ffn **out) {
-  if (!heap || !w || !out) return hm_fail(HM_ERR_INVALID_ARG, "hm_ffn_create: NULL argument");
+/* A step's arguments in either mode (struct ffn_args is the head of both). */
+union ffn_any_args {
+  struct ffn_args ffn;
+  struct k2_args k2;
+};
+
+hm_status hm_ffn_open(hm_heap *heap, const hm_layer_weights *w, const hm_ffn_config *cfg, enum ffn_mode mode,
+                      hm_ffn **out) {
+  const bool k2 = mode == FFN_MODE_K2;
+  const char *launch = k2 ? "K2" : "FFN launch";
+  const char *fn = k2 ? "hm_k2_create" : "hm_ffn_create";
+  if (!heap || !w || !out) return hm_fail(HM_ERR_INVALID_ARG, "%s: NULL argument", fn);
   *out = NULL;
   hm_agent *a = hm_heap_agent(heap);
   uint32_t tp = hm_heap_tp(heap), rank = hm_heap_rank(heap);
   hm_status s;
-  if ((s = hm_ffn_check_agent(a, cfg)) || (s = hm_ffn_check_layer(w, cfg, tp))) return s;
+  if (k2 ? ((s = hm_k2_check_agent(a, cfg)) || (s = hm_k2_check_layer(w, cfg, tp)))
+         : ((s = hm_ffn_check_agent(a, cfg)) || (s = hm_ffn_check_layer(w, cfg, tp, launch))))
+    return s;
   if (w->rank != rank)
-    return hm_fail(HM_ERR_INVALID_ARG, "FFN launch: the weights are rank %u's, this heap is rank %u", w->rank, rank);
+    return hm_fail(HM_ERR_INVALID_ARG, "%s: the weights are rank %u's, this heap is rank %u", launch, w->rank, rank);
   hm_ffn *f = calloc(1, sizeof *f);
-  if (!f) return hm_fail(HM_ERR_NO_MEMORY, "hm_ffn_create");
+  if (!f) return hm_fail(HM_ERR_NO_MEMORY, "%s", fn);
+  f->mode = mode, f->name = k2 ? "K2" : "FFN", f->launch = launch;
+  f->args_bytes = k2 ? sizeof(struct k2_args) : sizeof(struct ffn_args);
   f->heap = heap, f->agent = a, f->rt = hm_agent_runtime(a);
-  f->cfg = w->cfg, f->dims = w->dims, f->rank = rank, f->tp = tp;
+  f->cfg = w->cfg, f->dims = w->dims, f->rank = rank, f->tp = tp, f->rope_rows = w->rope_positions;
   bool sim = hm_runtime_is_sim(f->rt);
   /* The bound counts from the step's start, so on the software agent it must cover a whole step
    * on loaded CPUs (a full-size step under chaos takes over a minute): 600 s there. A dead peer is
@@ -44,23 +61,31 @@ hm_status hm_ffn_create(hm_heap *heap, const hm_layer_weights *w, const hm_ffn_c
    * of the peer bound itself set a short one. */
   f->peer_timeout_ns = cfg && cfg->peer_timeout_ns ? cfg->peer_timeout_ns : sim ? 600000000000ull : 10000000000ull;
   f->step_timeout_ns = cfg && cfg->step_timeout_ns ? cfg->step_timeout_ns : f->peer_timeout_ns + 10000000000ull;
-  if ((s = hm_program_load(a, &f->prog)) || (s = hm_kernel_get(f->prog, "ffn", &f->kernel)) ||
+  if ((s = hm_program_load(a, &f->prog)) || (s = hm_kernel_get(f->prog, k2 ? "k2" : "ffn", &f->kernel)) ||
       (s = hm_persistent_grid(f->kernel, a, cfg && cfg->ctas ? cfg->ctas : hm_agent_info_of(a)->cus, 0, &f->grid)))
-    return teardown(f, hm_fail_prefix(s, "FFN launch"));
-  if ((s = hm_ffn_bind_weights(f, w))) return teardown(f, s);
+    return teardown(f, hm_fail_prefix(s, "%s", launch));
+  /* every CTA leaves its mark in the epoch buffer (device/epoch.h), which has room for so many */
+  if (f->grid > DEV_EPOCH_MAX_CTAS)
+    return teardown(f, hm_fail(HM_ERR_REFUSED, "%s: a grid of %u CTAs (the epoch buffer marks at most %u)", launch,
+                               f->grid, DEV_EPOCH_MAX_CTAS));
+  if ((s = hm_ffn_bind_weights(f, w)) || (k2 && (s = hm_k2_bind_weights(f, w)))) return teardown(f, s);
   /* the two all-reduces' inboxes, sized for the widest step */
   size_t region = hm_allreduce_region_bytes(tp, FFN_MAX_ROWS, f->cfg.hidden);
   if ((s = hm_heap_reserve(heap, region, &f->region_attn)) || (s = hm_heap_reserve(heap, region, &f->region_ffn)))
-    return teardown(f, hm_fail_prefix(s, "FFN launch: heap regions"));
-  struct ffn_args zero = {0};
+    return teardown(f, hm_fail_prefix(s, "%s: heap regions", launch));
+  union ffn_any_args zero = {0};
   if ((s = hm_mem_alloc(a, HM_POOL_COARSE, DEV_EPOCH_BYTES, 0, (void **)&f->epoch)) ||
       (s = hm_mem_fill(f->rt, f->epoch, 0, DEV_EPOCH_WORDS)) ||
       (s = hm_mem_alloc(a, HM_POOL_HOST, 64, 0, (void **)&f->status)) || (s = hm_persist_new(a, &f->persist)) ||
-      (s = hm_kernarg_new(a, &zero, sizeof zero, &f->kernarg)) || (s = hm_signal_create(f->rt, 0, &f->done)))
+      (s = hm_kernarg_new(a, &zero, f->args_bytes, &f->kernarg)) || (s = hm_signal_create(f->rt, 0, &f->done)))
     return teardown(f, s);
   *f->status = 0;
   *out = f;
   return HM_OK;
+}
+
+hm_status hm_ffn_create(hm_heap *heap, const hm_layer_weights *w, const hm_ffn_config *cfg, hm_ffn **out) {
+  return hm_ffn_open(heap, w, cfg, FFN_MODE_FFN, out);
 }
 
 void hm_ffn_destroy(hm_ffn *f) { teardown(f, HM_OK); }
@@ -68,26 +93,43 @@ void hm_ffn_destroy(hm_ffn *f) { teardown(f, HM_OK); }
 uint32_t hm_ffn_grid(const hm_ffn *f) { return f ? f->grid : 0; }
 const hm_layer_config *hm_ffn_layer(const hm_ffn *f) { return f ? &f->cfg : NULL; }
 
+hm_status hm_ffn_check_mode(const hm_ffn *f, enum ffn_mode mode, const char *fn, const char *instead) {
+  if (f->mode == mode) return HM_OK;
+  return hm_fail(HM_ERR_INVALID_ARG, "%s: layer %d's runner is %s: use %s", fn, f->cfg.layer,
+                 f->mode == FFN_MODE_K2 ? "a K2 runner (hm_k2_create)" : "an FFN runner (hm_ffn_create)", instead);
+}
+
 /* ---------------------------------------------------------------- a step */
 
 static bool aligned4(const void *p) { return p && ((uintptr_t)p & 3) == 0; }
 
-hm_status hm_ffn_accepts(const hm_ffn *f, const hm_ffn_io *io) {
-  if (!f || !io) return hm_fail(HM_ERR_INVALID_ARG, "FFN step: NULL argument");
+hm_status hm_ffn_check_io(const hm_ffn *f, const hm_ffn_io *io) {
+  const bool k2 = f->mode == FFN_MODE_K2;
   if (io->rows < 1 || io->rows > FFN_MAX_ROWS)
-    return hm_fail(HM_ERR_REFUSED, "FFN step: spec/mono.md §5.3.1: %u rows (the launch takes 1..%u)", io->rows,
+    return hm_fail(HM_ERR_REFUSED, "%s step: spec/mono.md §5.3.1: %u rows (the launch takes 1..%u)", f->name, io->rows,
                    FFN_MAX_ROWS);
   if (io->prefills)
-    return hm_fail(HM_ERR_REFUSED, "FFN step: spec/mono.md §5.3.4: %u prefill tokens (the launch is decode-only)",
-                   io->prefills);
+    return hm_fail(HM_ERR_REFUSED, "%s step: spec/mono.md §5.3.4: %u prefill tokens (the launch is decode-only)",
+                   f->name, io->prefills);
+  /* K2's wo_b pushes its rows into the all-reduce itself: a part given to it would be ignored,
+   * which a caller should hear rather than find out */
+  if (k2 && io->part)
+    return hm_fail(HM_ERR_INVALID_ARG, "K2 step: ffn.part must be NULL (K2's wo_b pushes its rows itself)");
   const void *p[] = {io->part, io->res_in, io->post_in, io->comb_in, io->pre_in,
                      io->out,  io->res_out, io->post_out, io->comb_out, io->pre_out};
   static const char *names[] = {"part", "res_in", "post_in", "comb_in", "pre_in",
                                 "out",  "res_out", "post_out", "comb_out", "pre_out"};
-  for (unsigned i = 0; i < sizeof p / sizeof p[0]; i++)
+  for (unsigned i = k2 ? 1 : 0; i < sizeof p / sizeof p[0]; i++) /* K2 skips part */
     if (!aligned4(p[i]))
-      return hm_fail(HM_ERR_INVALID_ARG, "FFN step: %s is %s", names[i], p[i] ? "not 4-byte aligned" : "NULL");
+      return hm_fail(HM_ERR_INVALID_ARG, "%s step: %s%s is %s", f->name, k2 ? "ffn." : "", names[i],
+                     p[i] ? "not 4-byte aligned" : "NULL");
   return HM_OK;
+}
+
+hm_status hm_ffn_accepts(const hm_ffn *f, const hm_ffn_io *io) {
+  if (!f || !io) return hm_fail(HM_ERR_INVALID_ARG, "FFN step: NULL argument");
+  hm_status s = hm_ffn_check_mode(f, FFN_MODE_FFN, "hm_ffn_accepts", "hm_k2_accepts");
+  return s ? s : hm_ffn_check_io(f, io);
 }
 
 hm_status hm_ffn_prepare(hm_ffn *f, uint32_t rows) {
@@ -96,9 +138,16 @@ hm_status hm_ffn_prepare(hm_ffn *f, uint32_t rows) {
   if (w->scratch) return HM_OK;
   ffn_scratch_layout(rows, f->cfg.hidden, f->cfg.experts, f->cfg.topk, f->dims.inter_pad, f->dims.inter,
                      f->dims.shared_inter, f->cfg.ug_groups, &w->layout);
-  hm_status s = hm_mem_alloc(f->agent, HM_POOL_COARSE, w->layout.bytes, 0, &w->scratch);
-  if (s) return hm_fail_prefix(s, "FFN launch: width %u's mailboxes", rows);
-  if ((s = hm_mem_fill(f->rt, w->scratch, 0, w->layout.bytes / 4))) {
+  uint64_t bytes = w->layout.bytes;
+  if (f->mode == FFN_MODE_K2) {
+    /* the split's chunk depends on the width (spec/mono.md §1.2), and the back's regions on it */
+    w->ck = hm_attn_chunk_keys(f->tp, rows, false);
+    k2_scratch_layout(w->layout.bytes, rows, f->dims.heads, f->cfg.o_lora, w->ck, &w->back);
+    bytes = w->back.bytes;
+  }
+  hm_status s = hm_mem_alloc(f->agent, HM_POOL_COARSE, bytes, 0, &w->scratch);
+  if (s) return hm_fail_prefix(s, "%s: width %u's mailboxes", f->launch, rows);
+  if ((s = hm_mem_fill(f->rt, w->scratch, 0, bytes / 4))) {
     hm_mem_free(f->rt, w->scratch);
     w->scratch = NULL;
   }
@@ -111,7 +160,7 @@ const void *hm_ffn_scratch(const hm_ffn *f, uint32_t rows, struct ffn_scratch *l
   return f->width[rows].scratch;
 }
 
-static void fill_args(const hm_ffn *f, const hm_ffn_io *io, struct ffn_args *a) {
+void hm_ffn_fill_args(const hm_ffn *f, const hm_ffn_io *io, struct ffn_args *a) {
   const hm_layer_config *c = &f->cfg;
   const struct ffn_width *wd = &f->width[io->rows];
   const uint64_t scr = (uintptr_t)wd->scratch;
@@ -145,6 +194,8 @@ static void fill_args(const hm_ffn *f, const hm_ffn_io *io, struct ffn_args *a) 
   a->route_scale = c->route_scale, a->swiglu_limit = c->swiglu_limit;
 }
 
+static void fill_ffn(const hm_ffn *f, const void *io, void *args) { hm_ffn_fill_args(f, io, args); }
+
 static hm_status link_args(hm_ffn *f, struct ffn_args *a) {
   return hm_heap_link(f->heap, f->status, f->peer_timeout_ns, &a->link);
 }
@@ -158,11 +209,11 @@ static hm_status launch_status(const hm_ffn *f) {
                      : where == FFN_SITE_MOE ? "the MoE output's all-reduce"
                                              : "an all-reduce";
   if (code == AR_ERR_TIMEOUT && peer1)
-    return hm_fail(HM_ERR_PEER, "FFN launch (rank %u): rank %u's push in %s did not arrive within %.3f s", f->rank,
+    return hm_fail(HM_ERR_PEER, "%s (rank %u): rank %u's push in %s did not arrive within %.3f s", f->launch, f->rank,
                    peer1 - 1, site, (double)f->peer_timeout_ns / 1e9);
   if (code == AR_ERR_ABORTED && peer1)
-    return hm_fail(HM_ERR_PEER, "FFN launch (rank %u): the host of rank %u stopped the group", f->rank, peer1 - 1);
-  return hm_fail(HM_ERR_PEER, "FFN launch (rank %u): the group failed (status 0x%08x)", f->rank, st);
+    return hm_fail(HM_ERR_PEER, "%s (rank %u): the host of rank %u stopped the group", f->launch, f->rank, peer1 - 1);
+  return hm_fail(HM_ERR_PEER, "%s (rank %u): the group failed (status 0x%08x)", f->launch, f->rank, st);
 }
 
 hm_status hm_ffn_status(const hm_ffn *f) {
@@ -170,43 +221,42 @@ hm_status hm_ffn_status(const hm_ffn *f) {
   return launch_status(f);
 }
 
-hm_status hm_layer_ffn(hm_ffn *f, hm_queue *q, const hm_ffn_io *io) {
-  hm_status s = hm_ffn_accepts(f, io);
-  if (s) return s;
-  if (!q) return hm_fail(HM_ERR_INVALID_ARG, "FFN step: NULL queue");
+hm_status hm_ffn_launch(hm_ffn *f, hm_queue *q, uint32_t rows, ffn_fill_fn *fill, const void *io) {
+  if (!q) return hm_fail(HM_ERR_INVALID_ARG, "%s step: NULL queue", f->name);
+  hm_status s;
   if ((s = hm_heap_check(f->heap))) return s;
   if ((s = launch_status(f))) return s;
-  if ((s = hm_ffn_prepare(f, io->rows))) return s;
-  struct ffn_args *a = f->kernarg;
-  fill_args(f, io, a);
-  if ((s = link_args(f, a))) return s;
+  if ((s = hm_ffn_prepare(f, rows))) return s;
+  fill(f, io, f->kernarg);
+  if ((s = link_args(f, f->kernarg))) return s;
   hm_signal_store(f->rt, f->done, 1);
   hm_dispatch d = {.kernel = f->kernel, .ctas = f->grid, .kernarg = f->kernarg, .barrier = true, .completion = f->done};
   d.acquire = d.release = HM_FENCE_SYSTEM;
   if ((s = hm_persistent_launch(q, &d, f->persist, 0))) return s;
   if ((s = hm_signal_wait(f->rt, f->done, HM_WAIT_LT, 1, f->step_timeout_ns, false, NULL)))
-    return hm_fail_prefix(s, "FFN step of %u rows", io->rows);
+    return hm_fail_prefix(s, "%s step of %u rows", f->name, rows);
   if ((s = hm_queue_status(q))) return s;
   return launch_status(f);
 }
 
-hm_status hm_ffn_record(hm_ffn *f, hm_chain *c, const hm_ffn_io *io) {
-  hm_status s = hm_ffn_accepts(f, io);
-  if (s) return s;
-  if (!c) return hm_fail(HM_ERR_INVALID_ARG, "FFN record: NULL chain");
-  if (!f->width[io->rows].scratch)
-    return hm_fail(HM_ERR_INVALID_ARG, "FFN record: width %u has not run a step yet (hm_layer_ffn first)", io->rows);
+hm_status hm_ffn_append(hm_ffn *f, hm_chain *c, uint32_t rows, ffn_fill_fn *fill, const void *io) {
+  if (!c) return hm_fail(HM_ERR_INVALID_ARG, "%s record: NULL chain", f->name);
+  /* a replay skips the residency handshake: a step of this width must have checked it */
+  if (!f->width[rows].scratch)
+    return hm_fail(HM_ERR_INVALID_ARG, "%s record: width %u has not run a step yet (%s first)", f->name, rows,
+                   f->mode == FFN_MODE_K2 ? "hm_k2_step" : "hm_layer_ffn");
   if (f->nrecorded == f->caprecorded) {
     uint32_t cap = f->caprecorded ? 2 * f->caprecorded : 4;
     void **n = realloc(f->recorded, cap * sizeof *n);
-    if (!n) return hm_fail(HM_ERR_NO_MEMORY, "FFN record");
+    if (!n) return hm_fail(HM_ERR_NO_MEMORY, "%s record", f->name);
     f->recorded = n, f->caprecorded = cap;
   }
-  struct ffn_args a;
-  fill_args(f, io, &a);
-  if ((s = link_args(f, &a))) return s;
+  union ffn_any_args a;
+  fill(f, io, &a);
+  hm_status s;
+  if ((s = link_args(f, &a.ffn))) return s;
   void *k;
-  if ((s = hm_kernarg_new(f->agent, &a, sizeof a, &k))) return s;
+  if ((s = hm_kernarg_new(f->agent, &a, f->args_bytes, &k))) return s;
   hm_dispatch d = {.kernel = f->kernel, .ctas = f->grid, .kernarg = k, .barrier = true};
   d.acquire = d.release = HM_FENCE_SYSTEM;
   if ((s = hm_chain_add_dispatch(c, &d))) {
@@ -215,6 +265,22 @@ hm_status hm_ffn_record(hm_ffn *f, hm_chain *c, const hm_ffn_io *io) {
   }
   f->recorded[f->nrecorded++] = k;
   return HM_OK;
+}
+
+hm_status hm_layer_ffn(hm_ffn *f, hm_queue *q, const hm_ffn_io *io) {
+  if (!f || !io) return hm_fail(HM_ERR_INVALID_ARG, "FFN step: NULL argument");
+  hm_status s;
+  if ((s = hm_ffn_check_mode(f, FFN_MODE_FFN, "hm_layer_ffn", "hm_k2_step")) || (s = hm_ffn_check_io(f, io)))
+    return s;
+  return hm_ffn_launch(f, q, io->rows, fill_ffn, io);
+}
+
+hm_status hm_ffn_record(hm_ffn *f, hm_chain *c, const hm_ffn_io *io) {
+  if (!f || !io) return hm_fail(HM_ERR_INVALID_ARG, "FFN step: NULL argument");
+  hm_status s;
+  if ((s = hm_ffn_check_mode(f, FFN_MODE_FFN, "hm_ffn_record", "hm_k2_record")) || (s = hm_ffn_check_io(f, io)))
+    return s;
+  return hm_ffn_append(f, c, io->rows, fill_ffn, io);
 }
 
 /* ---------------------------------------------------------------- the step's memory floor */
@@ -249,7 +315,9 @@ hm_status hm_ffn_step_bytes(const hm_ffn *f, uint32_t rows, uint64_t *bytes, uin
   uint64_t shared = 2 * Sh * D + 2 * Sh / 32 * (D / 32) + D * Sh + D / 32 * (Sh / 32);
   uint64_t router = E * D * 2 + E * 4;
   uint64_t seam = (uint64_t)HM_MIX * HM_HC * D * 4 + D * 2 + 27 * 4;
-  uint64_t io = S * D * 2 /* part */ + 2 * S * HM_HC * D * 2 /* res in, out */ + S * D * 2 /* out */ + S * 24 * 4 * 2;
+  /* K2 reads no part: its wo_b pushes the rows from registers (hm_k2_back_bytes counts the back) */
+  uint64_t part = f->mode == FFN_MODE_K2 ? 0 : S * D * 2;
+  uint64_t io = part + 2 * S * HM_HC * D * 2 /* res in, out */ + S * D * 2 /* out */ + S * 24 * 4 * 2;
   *bytes = u * expert + shared + router + seam + io;
   if (experts) *experts = u;
   return HM_OK;

@@ -56,7 +56,8 @@ typedef struct hm_ffn_io {
 
 /* Whether the launch takes this step: HM_OK, or HM_ERR_REFUSED with the rule (rows outside
  * 1..48, a step that is not decode-only): the caller runs its own path for it. Bad pointers are
- * HM_ERR_INVALID_ARG. Every rank decides alike (the step's shape is TP-replicated). */
+ * HM_ERR_INVALID_ARG. Every rank decides alike (the step's shape is TP-replicated). A K2 runner
+ * (hm_k2.h) is HM_ERR_INVALID_ARG here, in hm_layer_ffn and in hm_ffn_record: its step is hm_k2_step. */
 hm_status hm_ffn_accepts(const hm_ffn *f, const hm_ffn_io *io);
 
 /* Run one step on q (a queue of the heap's agent) and wait for it: HM_OK, a refusal as

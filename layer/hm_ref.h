@@ -190,6 +190,11 @@ typedef struct hm_attn_out {
 hm_status hm_ref_attention(const hm_layer_weights *w, uint32_t S, const float *q, const int32_t *kt,
                            const int32_t *klen, const hm_kv_cache *swa, const hm_kv_cache *comp,
                            const int64_t *positions, uint32_t ck, const hm_attn_out *out);
+/* The combine alone (K2's stage after split, for checking it on a kernel's own chunk partials):
+ * m, l [S, 640/ck, Hr], oc [S, 640/ck, Hr, 512] (the live chunks of klen[t], chunks past them
+ * unread); o, y [S, Hr, 512] as hm_ref_attention's. */
+hm_status hm_ref_attn_combine(const hm_layer_weights *w, uint32_t S, const int32_t *klen, const int64_t *positions,
+                              uint32_t ck, const float *m, const float *l, const float *oc, float *o, float *y);
 /* wo_a: z [S, o_rows] = bf16 of each group's rows over its 8 heads' XO (4 waves of 8 contiguous
  * steps, added in order); x8b/x8bs = rule V over each 32-row task. */
 hm_status hm_ref_wo_a(const hm_layer_weights *w, uint32_t S, const uint8_t *xo, const uint8_t *xos, float *z,

@@ -205,6 +205,60 @@ hm_status hm_ref_key_table(const hm_key_args *a, int32_t *kt, int32_t *klen) {
 
 /* ---------------------------------------------------------------- K2 attention back */
 
+/* The combine of one token (§2.2): the sink in the log2 domain, the live chunks in order, o =
+ * bf16(T * (1 / L)); then the inverse RoPE on dims >= 448 (f32, not re-rounded) into y. m, l
+ * [nch][H], oc [nch][H][512]; o, y [H][512]. */
+static void attn_combine(uint32_t H, uint32_t nch, uint32_t live, const float *sink, const float *cst, const float *m,
+                         const float *l, const float *oc, float *o_t, float *y_t) {
+  const uint32_t HD = HM_HEAD_DIM;
+  (void)nch;
+  for (uint32_t h = 0; h < H; h++) {
+    float sk = sink[h] * HM_LOG2E, M = sk;
+    for (uint32_t ch = 0; ch < live; ch++) M = fmaxf(M, m[(size_t)ch * H + h]);
+    float L = exp2f(sk - M), e[16];
+    for (uint32_t ch = 0; ch < live; ch++) {
+      e[ch] = exp2f(m[(size_t)ch * H + h] - M);
+      L = L + l[(size_t)ch * H + h] * e[ch];
+    }
+    float inv = 1.0f / L;
+    float *oo = o_t + (size_t)h * HD, *yy = y_t + (size_t)h * HD;
+    for (uint32_t d = 0; d < HD; d++) {
+      float T = 0.0f;
+      for (uint32_t ch = 0; ch < live; ch++) {
+        float term = oc[((size_t)ch * H + h) * HD + d] * e[ch];
+        T = ch == 0 ? term : T + term;
+      }
+      oo[d] = fmt_round_bf16(T * inv);
+      yy[d] = oo[d];
+    }
+    for (int j = 0; j < HM_ROPE_DIM / 2; j++) {
+      float a = oo[HM_NOPE_DIM + 2 * j], b = oo[HM_NOPE_DIM + 2 * j + 1], c = cst[j], sn = cst[32 + j];
+      yy[HM_NOPE_DIM + 2 * j] = a * c + b * sn;
+      yy[HM_NOPE_DIM + 2 * j + 1] = b * c - a * sn;
+    }
+  }
+}
+
+static const float *cst_row(const hm_tensor *cs, int64_t pos) { return (const float *)cs->data + (size_t)pos * HM_ROPE_DIM; }
+
+hm_status hm_ref_attn_combine(const hm_layer_weights *w, uint32_t S, const int32_t *klen, const int64_t *positions,
+                              uint32_t ck, const float *m, const float *l, const float *oc, float *o, float *y) {
+  const uint32_t H = w->dims.heads, nch = HM_KEYS / (ck ? ck : 1);
+  if (ck != 64 && ck != 128) return hm_fail(HM_ERR_INVALID_ARG, "attention chunk of %u keys (64 or 128)", ck);
+  const float *sink = hm_wdata(w, "attn_sink", HM_DT_F32, H);
+  const hm_tensor *cs = hm_weights_get(w, "cos_sin");
+  if (!sink || !cs || !klen || !positions || !m || !l || !oc || !o || !y) return hm_fail_prefix(HM_ERR_INVALID_ARG, "combine");
+  for (uint32_t t = 0; t < S; t++) {
+    if (klen[t] < 0 || klen[t] > HM_KEYS || positions[t] < 0 || (uint64_t)positions[t] >= cs->shape[0])
+      return hm_fail(HM_ERR_INVALID_ARG, "combine: row %u (kv_len %d, position %lld)", t, klen[t], (long long)positions[t]);
+    uint32_t live = ((uint32_t)klen[t] + ck - 1) / ck;
+    const size_t so = (size_t)t * nch * H;
+    attn_combine(H, nch, live, sink, cst_row(cs, positions[t]), m + so, l + so, oc + so * HM_HEAD_DIM,
+                 o + (size_t)t * H * HM_HEAD_DIM, y + (size_t)t * H * HM_HEAD_DIM);
+  }
+  return HM_OK;
+}
+
 hm_status hm_ref_attention(const hm_layer_weights *w, uint32_t S, const float *q, const int32_t *kt,
                            const int32_t *klen, const hm_kv_cache *swa, const hm_kv_cache *comp,
                            const int64_t *positions, uint32_t ck, const hm_attn_out *out) {
@@ -298,34 +352,8 @@ hm_status hm_ref_attention(const hm_layer_weights *w, uint32_t S, const float *q
         l[(size_t)ch * H + h] = lsum;
       }
     }
-    /* combine: the sink in the log2 domain, chunk order, o = bf16(T * (1 / L)) */
-    const float *cst = (const float *)cs->data + (size_t)positions[t] * HM_ROPE_DIM;
-    for (uint32_t h = 0; h < H; h++) {
-      float sk = sink[h] * HM_LOG2E, M = sk;
-      for (uint32_t ch = 0; ch < live; ch++) M = fmaxf(M, m[(size_t)ch * H + h]);
-      float L = exp2f(sk - M), e[16];
-      for (uint32_t ch = 0; ch < live; ch++) {
-        e[ch] = exp2f(m[(size_t)ch * H + h] - M);
-        L = L + l[(size_t)ch * H + h] * e[ch];
-      }
-      float inv = 1.0f / L;
-      float *oo = out->o + ((size_t)t * H + h) * HD, *yy = out->y + ((size_t)t * H + h) * HD;
-      for (uint32_t d = 0; d < HD; d++) {
-        float T = 0.0f;
-        for (uint32_t ch = 0; ch < live; ch++) {
-          float term = oc[((size_t)ch * H + h) * HD + d] * e[ch];
-          T = ch == 0 ? term : T + term;
-        }
-        oo[d] = fmt_round_bf16(T * inv);
-        yy[d] = oo[d];
-      }
-      /* inverse RoPE on dims >= 448, f32, not re-rounded */
-      for (int j = 0; j < HM_ROPE_DIM / 2; j++) {
-        float a = oo[HM_NOPE_DIM + 2 * j], b = oo[HM_NOPE_DIM + 2 * j + 1], c = cst[j], sn = cst[32 + j];
-        yy[HM_NOPE_DIM + 2 * j] = a * c + b * sn;
-        yy[HM_NOPE_DIM + 2 * j + 1] = b * c - a * sn;
-      }
-    }
+    attn_combine(H, nch, live, sink, cst_row(cs, positions[t]), m, l, oc, out->o + (size_t)t * H * HD,
+                 out->y + (size_t)t * H * HD);
     if (out->m) memcpy(out->m + (size_t)t * nch * H, m, (size_t)nch * H * sizeof(float));
     if (out->l) memcpy(out->l + (size_t)t * nch * H, l, (size_t)nch * H * sizeof(float));
     if (out->oc) memcpy(out->oc + (size_t)t * nch * H * HD, oc, (size_t)nch * H * HD * sizeof(float));

@@ -64,43 +64,6 @@ struct k1_lds {
   u32 word[4]; /* broadcasts (the persistent verdict, the epoch, the CTA id) */
 };
 
-/* ---------------------------------------------------------------- a GEMV task's weights */
-
-/* One wave's share of a 16-row tile of a dense MXFP8 matrix over K steps [s0, s0 + n): the steps
- * s0 + wave, s0 + wave + 8, ... (spec/mono.md §2.0), loaded before the task waits for its
- * activations, kept in registers across token tiles. */
-typedef struct {
-  i32x8 w[K1_MAX_WSTEPS];
-  u32 s[K1_MAX_WSTEPS];
-} k1_wtile;
-
-DEV_INLINE void k1_wtile_load(k1_wtile *t, const gemv_mx8 *m, u32 row0, u32 s0, u32 n, u32 wave, u32 lane) {
-  u32 row = row0 + lane % 16u;
-#pragma unroll
-  for (u32 i = 0; i < K1_MAX_WSTEPS; i++) {
-    u32 st = wave + 8u * i;
-    t->w[i] = 0, t->s[i] = GEMV_UNIT_SCALE;
-    if (st < n) {
-      t->w[i] = gemv_ld_fp8(m->w, row * m->K, m->K, s0 + st, lane, DEV_CP_NT);
-      t->s[i] = gemv_mx8_scale(m, row, 4u * (s0 + st) + lane / 16u);
-    }
-  }
-}
-
-/* The wave's chain for tokens t0..t0+15: its steps in ascending order in one accumulator. */
-DEV_INLINE f32x4 k1_wtile_run(const k1_wtile *t, const gemv_act *x, u32 t0, u32 s0, u32 n, u32 wave, u32 lane) {
-  f32x4 acc = 0;
-#pragma unroll
-  for (u32 i = 0; i < K1_MAX_WSTEPS; i++) {
-    u32 st = wave + 8u * i;
-    if (st < n) {
-      i32x8 b = gemv_ld_act(x, t0, s0 + st, lane);
-      acc = gemv_mfma_fp8(t->w[i], b, acc, t->s[i], gemv_act_scale(x, t0, s0 + st, lane));
-    }
-  }
-  return acc;
-}
-
 /* ---------------------------------------------------------------- K1.5 wqkv */
 
 /* Unit u: rows 16 * (u % tiles) of wqkv over K half u / tiles (D/256 steps of 128: wave w takes
@@ -112,14 +75,14 @@ DEV_INLINE void k1_wqkv_unit(const struct k1_ctx *c, __local struct k1_lds *lds,
   const u32 tile = u % tiles, kh = u / tiles, n = D / 256u, s0 = kh * n;
   const u32 lane = dev_lane(), wave = dev_wave(), lid = dev_lid();
   gemv_mx8 m = gemv_mx8_of((__global const u8 *)c->a->wqkv, (__global const u8 *)c->a->wqkv_s, N, D);
-  k1_wtile w;
-  k1_wtile_load(&w, &m, 16u * tile, s0, n, wave, lane);
+  gemv_wtile w;
+  gemv_wtile_load(&w, &m, 16u * tile, s0, n, wave, lane);
   gemv_act x = gemv_act_of(k1_scr(c, c->a->L.x8), k1_scr(c, c->a->L.x8s), S, D);
   if (!g->waited) ho_flags_wait((__global const u32 *)c->a->seam.xrdy, 1u, S, c->tag), g->waited = 1;
   __global u64 *qkvp = (__global u64 *)k1_scr(c, c->a->L.qkvp);
   for (u32 t0 = 0; t0 < S; t0 += K1_TILE) {
     __local gemv_red *red = &L->red[g->tiles++ & 1u];
-    gemv_red_put(red, wave, k1_wtile_run(&w, &x, t0, s0, n, wave, lane));
+    gemv_red_put(red, wave, gemv_wtile_run(&w, &x, t0, s0, n, wave, lane));
     dev_barrier();
     if (lid < 256u) {
       u32 r = lid / 16u, j = lid % 16u, t = t0 + j;
@@ -250,15 +213,15 @@ DEV_INLINE void k1_wq_b_task(const struct k1_ctx *c, __local struct k1_lds *lds,
   const u32 S = c->a->seam.S, Q = c->a->Q, H = c->a->H, n = Q / 128u;
   const u32 lane = dev_lane(), wave = dev_wave(), lid = dev_lid();
   gemv_mx8 m = gemv_mx8_of((__global const u8 *)c->a->wq_b, (__global const u8 *)c->a->wq_b_s, H * K1_HEAD, Q);
-  k1_wtile w;
-  k1_wtile_load(&w, &m, 16u * task, 0u, n, wave, lane);
+  gemv_wtile w;
+  gemv_wtile_load(&w, &m, 16u * task, 0u, n, wave, lane);
   gemv_act x = gemv_act_of(k1_scr(c, c->a->L.qx8), k1_scr(c, c->a->L.qx8s), S, Q);
   if (!g->waited) ho_flags_wait((__global const u32 *)k1_scr(c, c->a->L.qrdy), 1u, S, c->tag), g->waited = 1;
   __global const i64 *pos = (__global const i64 *)c->a->kt.positions;
   __global u32 *q = (__global u32 *)c->a->q;
   for (u32 t0 = 0; t0 < S; t0 += K1_TILE) {
     __local gemv_red *red = &L->red[g->tiles++ & 1u];
-    gemv_red_put(red, wave, k1_wtile_run(&w, &x, t0, 0u, n, wave, lane));
+    gemv_red_put(red, wave, gemv_wtile_run(&w, &x, t0, 0u, n, wave, lane));
     dev_barrier();
     if (lid < 128u) {
       /* work-item (row pair rp, token j): rows 2rp, 2rp + 1 of the tile */

@@ -99,7 +99,11 @@ struct ffn_lds_gemv { gemv_red red[4]; };
 struct ffn_lds_ug { f32 ch[16][64][4]; };
 struct ffn_lds_down { f32 contrib[FFN_MAX_PICKS][16]; f32 shared[FFN_MAX_ROWS][16]; gemv_red red; };
 
+/* The broadcasts first: K2's LDS overlays the attention back's stages on everything after them
+ * (device/attn/k2.h), so the epoch, the verdict and the deadline survive into the FFN stages. */
 struct ffn_lds {
+  u32 word[4]; /* broadcasts (the persistent verdict, the epoch) */
+  u64 deadline; /* the launch's bound on waits on peers */
   struct ffn_route rt;
   union {
     struct seam_lds_slice slice;
@@ -110,8 +114,6 @@ struct ffn_lds {
     struct ffn_lds_ug ug;
     struct ffn_lds_down down;
   } u;
-  u32 word[4]; /* broadcasts (the persistent verdict, the epoch) */
-  u64 deadline; /* the launch's bound on waits on peers */
 };
 
 /* ---------------------------------------------------------------- small math */

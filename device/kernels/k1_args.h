@@ -17,7 +17,6 @@
 #define K1_TOPK 512u       /* compressed keys a token at most */
 #define K1_KEYS 640u       /* key-table row width */
 #define K1_MAX_Q 2048u     /* q latent: at most 8 columns for each of 256 work-items (K1.6) */
-#define K1_MAX_WSTEPS 4u   /* 128-wide K steps a wave holds of one weight row tile (K <= 4096) */
 
 /* The key table's inputs and outputs (K1.4): K1's kt stage and the keylist launch read the same
  * struct and write the same format. Every index in it was checked by the host before the launch. */
