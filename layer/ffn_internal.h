@@ -11,6 +11,9 @@
  * with the attention back in front (hm_k2_step). One runner, so creation, mailboxes, steps and
  * status are one code path; the mode decides the kernel, its arguments and what is bound. */
 enum ffn_mode { FFN_MODE_FFN, FFN_MODE_K2 };
+/* What a step launches: the FFN launch (either mode: a K2 runner runs the layer's FFN-only steps
+ * too, on the same weights, epoch and regions), or K2 (K2 mode). */
+enum ffn_step { FFN_STEP_FFN, FFN_STEP_K2 };
 
 /* The bound weights, in the order of struct ffn_args. */
 enum ffn_tensor {
@@ -39,7 +42,7 @@ struct hm_ffn {
   hm_agent *agent;
   hm_runtime *rt;
   hm_program *prog;
-  const hm_kernel *kernel;
+  const hm_kernel *kernel[2]; /* by enum ffn_step (K2's in K2 mode only) */
   hm_layer_config cfg;
   hm_rank_dims dims;
   uint32_t rank, tp, grid;
@@ -47,7 +50,6 @@ struct hm_ffn {
   uint64_t peer_timeout_ns, step_timeout_ns;
   void *w[FFN_T_COUNT];  /* device copies */
   void *back_w[K2_T_COUNT]; /* K2 mode: the back's device copies */
-  size_t args_bytes;     /* sizeof struct ffn_args or struct k2_args */
   size_t region_attn, region_ffn;
   uint32_t *epoch;       /* DEV_EPOCH_WORDS, device memory */
   uint32_t *status;      /* host-visible */
@@ -79,9 +81,9 @@ hm_status hm_ffn_open(hm_heap *heap, const hm_layer_weights *w, const hm_ffn_con
                       hm_ffn **out);
 /* HM_ERR_INVALID_ARG when f is not a runner of `mode` ("<fn>: ... is a K2 runner: use <instead>"). */
 hm_status hm_ffn_check_mode(const hm_ffn *f, enum ffn_mode mode, const char *fn, const char *instead);
-/* hm_ffn_accepts' rules on io as the runner's mode reads them: the FFN launch needs part, K2
- * must not be given one (its wo_b pushes the rows itself). Messages start "<f->name> step: ". */
-hm_status hm_ffn_check_io(const hm_ffn *f, const hm_ffn_io *io);
+/* hm_ffn_accepts' rules on io as a step of kind `step` reads them: the FFN launch needs part, K2
+ * must not be given one (its wo_b pushes the rows itself). */
+hm_status hm_ffn_check_io(const hm_ffn *f, const hm_ffn_io *io, enum ffn_step step);
 /* struct ffn_args of a step of io->rows (whose mailboxes exist), as the FFN launch runs it. */
 void hm_ffn_fill_args(const hm_ffn *f, const hm_ffn_io *io, struct ffn_args *a);
 
@@ -89,8 +91,8 @@ void hm_ffn_fill_args(const hm_ffn *f, const hm_ffn_io *io, struct ffn_args *a);
 typedef void ffn_fill_fn(const hm_ffn *f, const void *io, void *args);
 /* A step of `rows` (io already checked): the group's state, the width's mailboxes, the arguments,
  * the persistent launch on q, the wait, the launch's status. */
-hm_status hm_ffn_launch(hm_ffn *f, hm_queue *q, uint32_t rows, ffn_fill_fn *fill, const void *io);
+hm_status hm_ffn_launch(hm_ffn *f, hm_queue *q, enum ffn_step step, uint32_t rows, ffn_fill_fn *fill, const void *io);
 /* The same step appended to c (io already checked; the width must have run a step). */
-hm_status hm_ffn_append(hm_ffn *f, hm_chain *c, uint32_t rows, ffn_fill_fn *fill, const void *io);
+hm_status hm_ffn_append(hm_ffn *f, hm_chain *c, enum ffn_step step, uint32_t rows, ffn_fill_fn *fill, const void *io);
 
 #endif /* HM_FFN_INTERNAL_H */

@@ -51,7 +51,6 @@ hm_status hm_ffn_open(hm_heap *heap, const hm_layer_weights *w, const hm_ffn_con
   hm_ffn *f = calloc(1, sizeof *f);
   if (!f) return hm_fail(HM_ERR_NO_MEMORY, "%s", fn);
   f->mode = mode, f->name = k2 ? "K2" : "FFN", f->launch = launch;
-  f->args_bytes = k2 ? sizeof(struct k2_args) : sizeof(struct ffn_args);
   f->heap = heap, f->agent = a, f->rt = hm_agent_runtime(a);
   f->cfg = w->cfg, f->dims = w->dims, f->rank = rank, f->tp = tp, f->rope_rows = w->rope_positions;
   bool sim = hm_runtime_is_sim(f->rt);
@@ -61,8 +60,14 @@ hm_status hm_ffn_open(hm_heap *heap, const hm_layer_weights *w, const hm_ffn_con
    * of the peer bound itself set a short one. */
   f->peer_timeout_ns = cfg && cfg->peer_timeout_ns ? cfg->peer_timeout_ns : sim ? 600000000000ull : 10000000000ull;
   f->step_timeout_ns = cfg && cfg->step_timeout_ns ? cfg->step_timeout_ns : f->peer_timeout_ns + 10000000000ull;
-  if ((s = hm_program_load(a, &f->prog)) || (s = hm_kernel_get(f->prog, k2 ? "k2" : "ffn", &f->kernel)) ||
-      (s = hm_persistent_grid(f->kernel, a, cfg && cfg->ctas ? cfg->ctas : hm_agent_info_of(a)->cus, 0, &f->grid)))
+  /* the grid the mode's own kernel gets; in K2 mode the FFN launch (the FFN-only steps) must fit the
+   * same grid */
+  const uint32_t ctas = cfg && cfg->ctas ? cfg->ctas : hm_agent_info_of(a)->cus;
+  uint32_t ffn_grid = 0;
+  if ((s = hm_program_load(a, &f->prog)) || (s = hm_kernel_get(f->prog, "ffn", &f->kernel[FFN_STEP_FFN])) ||
+      (k2 && (s = hm_kernel_get(f->prog, "k2", &f->kernel[FFN_STEP_K2]))) ||
+      (s = hm_persistent_grid(f->kernel[k2 ? FFN_STEP_K2 : FFN_STEP_FFN], a, ctas, 0, &f->grid)) ||
+      (k2 && (s = hm_persistent_grid(f->kernel[FFN_STEP_FFN], a, f->grid, 0, &ffn_grid))))
     return teardown(f, hm_fail_prefix(s, "%s", launch));
   /* every CTA leaves its mark in the epoch buffer (device/epoch.h), which has room for so many */
   if (f->grid > DEV_EPOCH_MAX_CTAS)
@@ -77,7 +82,7 @@ hm_status hm_ffn_open(hm_heap *heap, const hm_layer_weights *w, const hm_ffn_con
   if ((s = hm_mem_alloc(a, HM_POOL_COARSE, DEV_EPOCH_BYTES, 0, (void **)&f->epoch)) ||
       (s = hm_mem_fill(f->rt, f->epoch, 0, DEV_EPOCH_WORDS)) ||
       (s = hm_mem_alloc(a, HM_POOL_HOST, 64, 0, (void **)&f->status)) || (s = hm_persist_new(a, &f->persist)) ||
-      (s = hm_kernarg_new(a, &zero, f->args_bytes, &f->kernarg)) || (s = hm_signal_create(f->rt, 0, &f->done)))
+      (s = hm_kernarg_new(a, &zero, sizeof zero, &f->kernarg)) || (s = hm_signal_create(f->rt, 0, &f->done)))
     return teardown(f, s);
   *f->status = 0;
   *out = f;
@@ -103,14 +108,16 @@ hm_status hm_ffn_check_mode(const hm_ffn *f, enum ffn_mode mode, const char *fn,
 
 static bool aligned4(const void *p) { return p && ((uintptr_t)p & 3) == 0; }
 
-hm_status hm_ffn_check_io(const hm_ffn *f, const hm_ffn_io *io) {
-  const bool k2 = f->mode == FFN_MODE_K2;
+hm_status hm_ffn_check_io(const hm_ffn *f, const hm_ffn_io *io, enum ffn_step step) {
+  (void)f; /* the rules are the step's, whichever runner takes it */
+  const bool k2 = step == FFN_STEP_K2;
+  const char *name = k2 ? "K2" : "FFN";
   if (io->rows < 1 || io->rows > FFN_MAX_ROWS)
-    return hm_fail(HM_ERR_REFUSED, "%s step: spec/mono.md §5.3.1: %u rows (the launch takes 1..%u)", f->name, io->rows,
+    return hm_fail(HM_ERR_REFUSED, "%s step: spec/mono.md §5.3.1: %u rows (the launch takes 1..%u)", name, io->rows,
                    FFN_MAX_ROWS);
   if (io->prefills)
     return hm_fail(HM_ERR_REFUSED, "%s step: spec/mono.md §5.3.4: %u prefill tokens (the launch is decode-only)",
-                   f->name, io->prefills);
+                   name, io->prefills);
   /* K2's wo_b pushes its rows into the all-reduce itself: a part given to it would be ignored,
    * which a caller should hear rather than find out */
   if (k2 && io->part)
@@ -121,15 +128,14 @@ hm_status hm_ffn_check_io(const hm_ffn *f, const hm_ffn_io *io) {
                                 "out",  "res_out", "post_out", "comb_out", "pre_out"};
   for (unsigned i = k2 ? 1 : 0; i < sizeof p / sizeof p[0]; i++) /* K2 skips part */
     if (!aligned4(p[i]))
-      return hm_fail(HM_ERR_INVALID_ARG, "%s step: %s%s is %s", f->name, k2 ? "ffn." : "", names[i],
+      return hm_fail(HM_ERR_INVALID_ARG, "%s step: %s%s is %s", name, k2 ? "ffn." : "", names[i],
                      p[i] ? "not 4-byte aligned" : "NULL");
   return HM_OK;
 }
 
 hm_status hm_ffn_accepts(const hm_ffn *f, const hm_ffn_io *io) {
   if (!f || !io) return hm_fail(HM_ERR_INVALID_ARG, "FFN step: NULL argument");
-  hm_status s = hm_ffn_check_mode(f, FFN_MODE_FFN, "hm_ffn_accepts", "hm_k2_accepts");
-  return s ? s : hm_ffn_check_io(f, io);
+  return hm_ffn_check_io(f, io, FFN_STEP_FFN);
 }
 
 hm_status hm_ffn_prepare(hm_ffn *f, uint32_t rows) {
@@ -221,7 +227,7 @@ hm_status hm_ffn_status(const hm_ffn *f) {
   return launch_status(f);
 }
 
-hm_status hm_ffn_launch(hm_ffn *f, hm_queue *q, uint32_t rows, ffn_fill_fn *fill, const void *io) {
+hm_status hm_ffn_launch(hm_ffn *f, hm_queue *q, enum ffn_step step, uint32_t rows, ffn_fill_fn *fill, const void *io) {
   if (!q) return hm_fail(HM_ERR_INVALID_ARG, "%s step: NULL queue", f->name);
   hm_status s;
   if ((s = hm_heap_check(f->heap))) return s;
@@ -230,7 +236,8 @@ hm_status hm_ffn_launch(hm_ffn *f, hm_queue *q, uint32_t rows, ffn_fill_fn *fill
   fill(f, io, f->kernarg);
   if ((s = link_args(f, f->kernarg))) return s;
   hm_signal_store(f->rt, f->done, 1);
-  hm_dispatch d = {.kernel = f->kernel, .ctas = f->grid, .kernarg = f->kernarg, .barrier = true, .completion = f->done};
+  hm_dispatch d = {.kernel = f->kernel[step], .ctas = f->grid, .kernarg = f->kernarg, .barrier = true,
+                   .completion = f->done};
   d.acquire = d.release = HM_FENCE_SYSTEM;
   if ((s = hm_persistent_launch(q, &d, f->persist, 0))) return s;
   if ((s = hm_signal_wait(f->rt, f->done, HM_WAIT_LT, 1, f->step_timeout_ns, false, NULL)))
@@ -239,12 +246,12 @@ hm_status hm_ffn_launch(hm_ffn *f, hm_queue *q, uint32_t rows, ffn_fill_fn *fill
   return launch_status(f);
 }
 
-hm_status hm_ffn_append(hm_ffn *f, hm_chain *c, uint32_t rows, ffn_fill_fn *fill, const void *io) {
+hm_status hm_ffn_append(hm_ffn *f, hm_chain *c, enum ffn_step step, uint32_t rows, ffn_fill_fn *fill, const void *io) {
   if (!c) return hm_fail(HM_ERR_INVALID_ARG, "%s record: NULL chain", f->name);
   /* a replay skips the residency handshake: a step of this width must have checked it */
   if (!f->width[rows].scratch)
     return hm_fail(HM_ERR_INVALID_ARG, "%s record: width %u has not run a step yet (%s first)", f->name, rows,
-                   f->mode == FFN_MODE_K2 ? "hm_k2_step" : "hm_layer_ffn");
+                   step == FFN_STEP_K2 ? "hm_k2_step" : "hm_layer_ffn");
   if (f->nrecorded == f->caprecorded) {
     uint32_t cap = f->caprecorded ? 2 * f->caprecorded : 4;
     void **n = realloc(f->recorded, cap * sizeof *n);
@@ -256,8 +263,8 @@ hm_status hm_ffn_append(hm_ffn *f, hm_chain *c, uint32_t rows, ffn_fill_fn *fill
   hm_status s;
   if ((s = link_args(f, &a.ffn))) return s;
   void *k;
-  if ((s = hm_kernarg_new(f->agent, &a, f->args_bytes, &k))) return s;
-  hm_dispatch d = {.kernel = f->kernel, .ctas = f->grid, .kernarg = k, .barrier = true};
+  if ((s = hm_kernarg_new(f->agent, &a, step == FFN_STEP_K2 ? sizeof a.k2 : sizeof a.ffn, &k))) return s;
+  hm_dispatch d = {.kernel = f->kernel[step], .ctas = f->grid, .kernarg = k, .barrier = true};
   d.acquire = d.release = HM_FENCE_SYSTEM;
   if ((s = hm_chain_add_dispatch(c, &d))) {
     hm_mem_free(f->rt, k);
@@ -270,17 +277,15 @@ hm_status hm_ffn_append(hm_ffn *f, hm_chain *c, uint32_t rows, ffn_fill_fn *fill
 hm_status hm_layer_ffn(hm_ffn *f, hm_queue *q, const hm_ffn_io *io) {
   if (!f || !io) return hm_fail(HM_ERR_INVALID_ARG, "FFN step: NULL argument");
   hm_status s;
-  if ((s = hm_ffn_check_mode(f, FFN_MODE_FFN, "hm_layer_ffn", "hm_k2_step")) || (s = hm_ffn_check_io(f, io)))
-    return s;
-  return hm_ffn_launch(f, q, io->rows, fill_ffn, io);
+  if ((s = hm_ffn_check_io(f, io, FFN_STEP_FFN))) return s;
+  return hm_ffn_launch(f, q, FFN_STEP_FFN, io->rows, fill_ffn, io);
 }
 
 hm_status hm_ffn_record(hm_ffn *f, hm_chain *c, const hm_ffn_io *io) {
   if (!f || !io) return hm_fail(HM_ERR_INVALID_ARG, "FFN step: NULL argument");
   hm_status s;
-  if ((s = hm_ffn_check_mode(f, FFN_MODE_FFN, "hm_ffn_record", "hm_k2_record")) || (s = hm_ffn_check_io(f, io)))
-    return s;
-  return hm_ffn_append(f, c, io->rows, fill_ffn, io);
+  if ((s = hm_ffn_check_io(f, io, FFN_STEP_FFN))) return s;
+  return hm_ffn_append(f, c, FFN_STEP_FFN, io->rows, fill_ffn, io);
 }
 
 /* ---------------------------------------------------------------- the step's memory floor */

@@ -14,12 +14,13 @@ extern "C" {
 #endif
 
 /* K2 is the FFN launch with the attention back in front of its seam: the same runner (hm_ffn.h),
- * bound to the K2 kernel. hm_ffn_destroy, hm_ffn_status, hm_ffn_grid, hm_ffn_layer, hm_ffn_prepare,
- * hm_ffn_scratch and hm_ffn_step_bytes (the FFN half, less the part it does not read) apply to it;
- * hm_layer_ffn, hm_ffn_record and hm_ffn_accepts refuse it (HM_ERR_INVALID_ARG: its step is
- * hm_k2_step). The other way round, hm_k2_step, hm_k2_record and hm_k2_accepts refuse a runner of
- * hm_ffn_create, and hm_k2_epoch, hm_k2_chunk_keys, hm_k2_back_bytes and hm_k2_scratch give NULL
- * or 0 for it. */
+ * which in K2 mode holds both kernels. hm_ffn_destroy, hm_ffn_status, hm_ffn_grid, hm_ffn_layer,
+ * hm_ffn_prepare, hm_ffn_scratch and hm_ffn_step_bytes (the FFN half, less the part K2 does not
+ * read) apply to it, and so do hm_ffn_accepts, hm_layer_ffn and hm_ffn_record: the layer's FFN-only
+ * steps (the caller ran its own attention) run on the same weights, epoch buffer and peer regions
+ * as its K2 steps, so the two interleave freely. hm_k2_step, hm_k2_record and hm_k2_accepts refuse
+ * a runner of hm_ffn_create, and hm_k2_epoch, hm_k2_chunk_keys, hm_k2_back_bytes and hm_k2_scratch
+ * give NULL or 0 for it. */
 typedef struct hm_ffn hm_k2;
 
 /* Binds rank hm_heap_rank(heap)'s weights of one layer with both the ATTN and the FFN parts (the

@@ -13,14 +13,16 @@ typedef struct hm_layer_group hm_layer_group;
 
 /* tp ranks on GPU agents 0..tp-1 of rt, weights w[0..tp) (rank r's in w[r], which must outlive the
  * group): heaps bootstrapped over threads, each rank's hm_layer (hm_layer_create with run; the
- * reference select on a state of the rank's own, the reference Engram block), a queue, device I/O
- * buffers and host-visible metadata for up to 48 rows. Nothing is left on failure. */
+ * reference Engram block; on an index source the reference select on rank r's state select[r],
+ * which a chain of layers shares (layer 20's candidates feed 24, 28, ...), or, with select NULL,
+ * on a state the group makes for each rank), a queue, device I/O buffers and host-visible metadata
+ * for up to 48 rows. Nothing is left on failure. */
 hm_status hm_layer_group_create(hm_runtime *rt, const hm_layer_weights *w, uint32_t tp, const hm_ffn_config *run,
-                                hm_layer_group **out);
+                                hm_select_state *const *select, hm_layer_group **out);
 void hm_layer_group_destroy(hm_layer_group *g);
 
-/* Rank r's select state (index sources; NULL otherwise): seed it as the reference's
- * (hm_gen_step_seed_select) before the first step. */
+/* Rank r's select state (index sources; NULL otherwise; the caller's when it gave them): seed it
+ * as the reference's (hm_gen_step_seed_select) before the first step. */
 hm_select_state *hm_layer_group_select_state(hm_layer_group *g, uint32_t r);
 
 /* One rank's outputs, copied back into host arrays the caller allocates (NULL skips one): the five
@@ -43,6 +45,10 @@ typedef struct hm_layer_outputs {
  * in->topk; requests = max(token_to_req) + 1. *ns: the mean wall time of a step on rank 0. */
 hm_status hm_layer_group_step(hm_layer_group *g, const hm_step_inputs *in, uint32_t steps, hm_layer_outputs *out,
                               double *ns);
+
+/* The same step on the ranks of the mask `ranks` only (bit r: rank r; the others do nothing, as a
+ * dead peer would): what the failure-path tests drive. The first failure in rank order. */
+hm_status hm_layer_group_step_ranks(hm_layer_group *g, const hm_step_inputs *in, uint32_t ranks, hm_layer_outputs *out);
 
 /* Record one whole step of these inputs per rank (packets only: no index source, no Engram
  * layer), replay it `replays` times, copy each rank's outputs after every replay into out[r] and

@@ -35,7 +35,7 @@ static hm_status check_cache(const char *name, const hm_k1_cache *c) {
 hm_status hm_k2_accepts(const hm_k2 *k, const hm_k2_io *io) {
   if (!k || !io) return hm_fail(HM_ERR_INVALID_ARG, "K2 step: NULL argument");
   hm_status s;
-  if ((s = hm_ffn_check_mode(k, FFN_MODE_K2, "hm_k2_accepts", "hm_ffn_accepts")) || (s = hm_ffn_check_io(k, &io->ffn)))
+  if ((s = hm_ffn_check_mode(k, FFN_MODE_K2, "hm_k2_accepts", "hm_ffn_accepts")) || (s = hm_ffn_check_io(k, &io->ffn, FFN_STEP_K2)))
     return s;
   const void *p[] = {io->q, io->kt, io->klen, io->positions};
   static const char *const names[] = {"q", "kt", "klen", "positions"};
@@ -94,7 +94,7 @@ hm_status hm_k2_step(hm_k2 *k, hm_queue *q, const hm_k2_io *io) {
   if (!k || !io) return hm_fail(HM_ERR_INVALID_ARG, "K2 step: NULL argument");
   hm_status s;
   if ((s = hm_ffn_check_mode(k, FFN_MODE_K2, "hm_k2_step", "hm_layer_ffn")) || (s = hm_k2_accepts(k, io))) return s;
-  return hm_ffn_launch(k, q, io->ffn.rows, fill_k2, io);
+  return hm_ffn_launch(k, q, FFN_STEP_K2, io->ffn.rows, fill_k2, io);
 }
 
 hm_status hm_k2_record(hm_k2 *k, hm_chain *c, const hm_k2_io *io) {
@@ -102,7 +102,7 @@ hm_status hm_k2_record(hm_k2 *k, hm_chain *c, const hm_k2_io *io) {
   hm_status s;
   if ((s = hm_ffn_check_mode(k, FFN_MODE_K2, "hm_k2_record", "hm_ffn_record")) || (s = hm_k2_accepts(k, io)))
     return s;
-  return hm_ffn_append(k, c, io->ffn.rows, fill_k2, io);
+  return hm_ffn_append(k, c, FFN_STEP_K2, io->ffn.rows, fill_k2, io);
 }
 
 /* ---------------------------------------------------------------- for K1, tools and tests */

@@ -23,6 +23,7 @@ struct grank {
   hm_queue *q;
   hm_heap *heap;
   hm_select_state *sel;
+  bool own_sel;         /* the group made sel (and frees it) */
   hm_layer *layer;
   void *buf[B_COUNT];
   void *meta[M_COUNT];
@@ -44,9 +45,10 @@ struct hm_layer_group {
   hm_ffn_config run;
   uint32_t tp, D;
   hm_boot_group *boot;
+  hm_select_state *const *select; /* the caller's states, or NULL (during creation) */
   const hm_step_inputs *in;
   hm_layer_outputs *out;
-  uint32_t steps;
+  uint32_t steps, ranks; /* ranks: the mask of ranks that run the call */
   struct grank rank[HM_GROUP_MAX_TP];
 };
 
@@ -80,7 +82,7 @@ static size_t meta_row_bytes(int m) {
 static void free_rank(struct grank *k, hm_runtime *rt) {
   if (k->layer) hm_layer_destroy(k->layer);
   if (k->heap) hm_heap_destroy(k->heap);
-  if (k->sel) hm_select_state_free(k->sel);
+  if (k->sel && k->own_sel) hm_select_state_free(k->sel);
   for (int b = 0; b < B_COUNT; b++)
     if (k->buf[b]) hm_mem_free(rt, k->buf[b]);
   for (int m = 0; m < M_COUNT; m++)
@@ -126,7 +128,9 @@ static void *create_rank(void *arg) {
   if (s) return keep(k, s);
   hm_layer_options opt = {.run = g->run};
   if (hm_config_has(&w->cfg, HM_ROLE_INDEX_SOURCE)) {
-    if ((s = hm_select_state_new(&k->sel))) return keep(k, s);
+    if (g->select) k->sel = g->select[k->r];
+    else if ((s = hm_select_state_new(&k->sel))) return keep(k, s);
+    else k->own_sel = true;
     opt.select_ctx = k->sel;
   }
   if ((s = hm_layer_create(k->heap, w, &opt, &k->layer))) return keep(k, s);
@@ -134,7 +138,7 @@ static void *create_rank(void *arg) {
 }
 
 hm_status hm_layer_group_create(hm_runtime *rt, const hm_layer_weights *w, uint32_t tp, const hm_ffn_config *run,
-                                hm_layer_group **out) {
+                                hm_select_state *const *select, hm_layer_group **out) {
   if (!rt || !w || !out || tp < 1 || tp > HM_GROUP_MAX_TP)
     return hm_fail(HM_ERR_INVALID_ARG, "hm_layer_group_create: arguments");
   *out = NULL;
@@ -155,7 +159,9 @@ hm_status hm_layer_group_create(hm_runtime *rt, const hm_layer_weights *w, uint3
     return s;
   }
   for (uint32_t r = 0; r < tp; r++) g->rank[r] = (struct grank){.g = g, .r = r, .agent = hm_agent_get(rt, r)};
+  g->select = select;
   s = on_ranks(g, create_rank);
+  g->select = NULL;
   hm_boot_group_destroy(g->boot);
   g->boot = NULL;
   if (s) {
@@ -328,6 +334,7 @@ static hm_status check_inputs(const hm_layer_group *g, const hm_step_inputs *in)
 static void *step_rank(void *arg) {
   struct grank *k = arg;
   hm_layer_group *g = k->g;
+  if (!(g->ranks >> k->r & 1u)) return keep(k, HM_OK);
   hm_status s = upload(k, g->in);
   if (s) return keep(k, s);
   double t = 0;
@@ -346,12 +353,22 @@ hm_status hm_layer_group_step(hm_layer_group *g, const hm_step_inputs *in, uint3
   if (!g) return hm_fail(HM_ERR_INVALID_ARG, "hm_layer_group_step: NULL group");
   hm_status s = check_inputs(g, in);
   if (s) return s;
-  g->in = in, g->out = out, g->steps = steps ? steps : 1;
+  g->in = in, g->out = out, g->steps = steps ? steps : 1, g->ranks = ~0u;
   s = on_ranks(g, step_rank);
   g->in = NULL, g->out = NULL;
   if (s) return s;
   if (ns) *ns = g->rank[0].ns;
   return HM_OK;
+}
+
+hm_status hm_layer_group_step_ranks(hm_layer_group *g, const hm_step_inputs *in, uint32_t ranks, hm_layer_outputs *out) {
+  if (!g) return hm_fail(HM_ERR_INVALID_ARG, "hm_layer_group_step_ranks: NULL group");
+  hm_status s = check_inputs(g, in);
+  if (s) return s;
+  g->in = in, g->out = out, g->steps = 1, g->ranks = ranks;
+  s = on_ranks(g, step_rank);
+  g->in = NULL, g->out = NULL;
+  return s;
 }
 
 hm_status hm_layer_group_replay(hm_layer_group *g, const hm_step_inputs *in, uint32_t replays, hm_layer_outputs *out,

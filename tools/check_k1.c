@@ -61,15 +61,6 @@ static uint64_t count_diff_i32(const int32_t *a, const int32_t *b, uint64_t n) {
   return d;
 }
 
-/* A count of differing items against its tolerance, as one line; 1 within. */
-static int report_count(const char *name, uint64_t diff, uint64_t n, const char *what, uint64_t tol,
-                        const char *why) {
-  int ok = diff <= tol;
-  printf("  %-8s differ %llu of %llu %s %s (tolerance %llu: %s)\n", name, (unsigned long long)diff,
-         (unsigned long long)n, what, ok ? "ok  " : "FAIL", (unsigned long long)tol, why);
-  return ok;
-}
-
 int check_k1(int argc, char **argv) {
   const char *model = "v41-flash";
   long layer = -1, ratio = -1, tp = 0, rows = 0, ctx = 300, reqs = 1, block = 64, ctas = 0;
@@ -230,15 +221,15 @@ int check_k1(int argc, char **argv) {
   }
   char what[64];
   snprintf(what, sizeof what, "bytes at the step's %llu live slots", (unsigned long long)live);
-  pass &= report_count("records", rec_diff, rec_n, what, rec_n * TOL_RECORD_PCT / 100,
+  pass &= check_count("records", rec_diff, rec_n, what, rec_n * TOL_RECORD_PCT / 100,
                        "2 % of the record bytes: flipped roundings reach a record");
-  pass &= report_count("cache", rest_diff, rest_n, "bytes outside the step's slots", 0, "K1 writes nothing else");
+  pass &= check_count("cache", rest_diff, rest_n, "bytes outside the step's slots", 0, "K1 writes nothing else");
   if (keys) {
     if (index)
       printf("key table (K1 writes none on an index-source layer): the keylist launch's of the generated top-k\n");
-    pass &= report_count("kt", count_diff_i32(out[0].kt, kt_ref, (uint64_t)S * HM_KEYS), (uint64_t)S * HM_KEYS,
+    pass &= check_count("kt", count_diff_i32(out[0].kt, kt_ref, (uint64_t)S * HM_KEYS), (uint64_t)S * HM_KEYS,
                          "entries", 0, "exact, from the metadata alone");
-    pass &= report_count("klen", count_diff_i32(out[0].klen, klen_ref, 2 * (uint64_t)S), 2 * (uint64_t)S, "entries",
+    pass &= check_count("klen", count_diff_i32(out[0].klen, klen_ref, 2 * (uint64_t)S), 2 * (uint64_t)S, "entries",
                          0, "exact, from the metadata alone");
   } else {
     printf("key table: none (an index-source layer without compressed keys)\n");

@@ -1,6 +1,5 @@
-/* tools/hsa-mono-check.c: the kernel-level correctness harness's reference side: `ref` runs the fp32
- * reference of one layer step and writes inputs, weights and every stage's outputs as safetensors;
- * `ffn` checks the FFN launch against it (check_ffn.c), `k1` K1 (check_k1.c). */
+/* tools/hsa-mono-check.c: the correctness harness: `ref` writes the fp32 reference of a layer step as
+ * safetensors; ffn, k1, layer and model (check_*.c) check launches, a whole layer, chained layers. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
@@ -19,6 +18,8 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: hsa-mono-check ffn --tp N --rows R [options]   (ffn --help: the FFN launch against the reference)\n"
           "       hsa-mono-check k1 --tp N --rows R --ratio {0,1,2} [options]   (k1 --help: K1 against the reference)\n"
+          "       hsa-mono-check layer --layer L --tp N --rows R [options]   (layer --help: a whole layer against the reference)\n"
+          "       hsa-mono-check model --layers A-B --tp N --rows R [options]   (model --help: layers A..B chained over steps)\n"
           "       hsa-mono-check ref --config tiny|v41-flash --layer L --rows R --tp N --seed S --out DIR\n"
           "                          [--launch layer|ffn] [--experts E --topk K] [--ckpt PATH]\n"
           "                          [--context C] [--reqs Q]\n"
@@ -239,6 +240,8 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "ref")) return cmd_ref(argc - 1, argv + 1);
   if (!strcmp(argv[1], "ffn")) return check_ffn(argc - 1, argv + 1);
   if (!strcmp(argv[1], "k1")) return check_k1(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "layer")) return check_layer(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "model")) return check_model(argc - 1, argv + 1);
   fprintf(stderr, "hsa-mono-check: unknown command '%s'\n", argv[1]);
   usage(stderr);
   return 2;

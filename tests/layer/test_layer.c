@@ -9,6 +9,7 @@
 #include "formats.h"
 #include "helpers.h"
 #include "hm_layer_group.h"
+#include "kernels/ffn_args.h"
 #include "kernels/k1_args.h"
 #include "kernels/k2_args.h"
 
@@ -64,7 +65,7 @@ static void case_free(layer_case *c) {
 /* The step and the reference's run of it (its own copy of the caches and select state). Layer 0
  * enters with the embedding (x) and no residual. */
 static void case_make(layer_case *c, hm_layer_group *g, const hm_layer_weights *w, uint32_t tp, const shape *sh,
-                      uint64_t seed) {
+                      uint64_t seed, const hm_source *table) {
   memset(c, 0, sizeof *c);
   c->cfg = w[0].cfg, c->tp = tp, c->S = sh->S, c->H = w[0].dims.heads;
   c->ck = hm_attn_chunk_keys(tp, sh->S, false);
@@ -73,8 +74,10 @@ static void case_make(layer_case *c, hm_layer_group *g, const hm_layer_weights *
   ck_assert_msg(st == HM_OK, "step: %s", hm_errmsg());
   if (sh->dead_row >= 0) c->step.slot[sh->dead_row] = -1;
   if (hm_config_has(&c->cfg, HM_ROLE_FIRST)) c->step.in.res = NULL;
+  c->step.in.engram_table = table;
   ck_assert_int_eq(hm_gen_step_copy(&c->step, &c->refs), HM_OK);
   if (hm_config_has(&c->cfg, HM_ROLE_FIRST)) c->refs.in.res = NULL;
+  c->refs.in.engram_table = table;
   if (c->index) {
     ck_assert_int_eq(hm_select_state_new(&c->rsel), HM_OK);
     ck_assert_int_eq(hm_gen_step_seed_select(&c->step, &c->cfg, c->rsel, seed + 7), HM_OK);
@@ -99,6 +102,15 @@ static void expect_close(const char *what, const float *x, const float *ref, uin
   uint64_t diff = tl_count_diff(x, ref, n);
   ck_assert_msg(rel < 1e-3 && cos > 0.99999 && diff <= n / 20, "%s vs reference: rel L2 %.3g, cosine %.8f, %llu of %llu differ",
                 what, rel, cos, (unsigned long long)diff, (unsigned long long)n);
+}
+
+/* f32 results that no rounding follows (a chunk's max score m_c and sum l_c): each element is a
+ * sum the agent rounds once and the reference after every term, so most elements differ in their
+ * last bits (a dot of 512 products: ~sqrt(512) ulps at worst, ~1e-6 relative), and none by more.
+ * Budget: relative L2 under 1e-5. */
+static void expect_sums_close(const char *what, const float *x, const float *ref, uint64_t n) {
+  double rel = tl_rel_l2(x, ref, n);
+  ck_assert_msg(rel < 1e-5, "%s vs reference: rel L2 %.3g", what, rel);
 }
 
 /* Quantised bytes against the reference's quantisation of nearly the same values: an e4m3 code
@@ -178,8 +190,8 @@ static void expect_back(hm_runtime *rt, hm_layer_group *g, const layer_case *c, 
         }
       }
     if (live_n) {
-      expect_close("split m", m, rm, no);
-      expect_close("split l", l, rl, no);
+      expect_sums_close("split m", m, rm, no);
+      expect_sums_close("split l", l, rl, no);
       expect_close("split partials", oc, roc, no * 512);
     }
     /* the combine and XO exactly, from the kernel's own partials */
@@ -205,64 +217,316 @@ static void expect_back(hm_runtime *rt, hm_layer_group *g, const layer_case *c, 
   }
 }
 
-/* The layer's outputs against the reference's whole chain: the seam's mixes and residual close
- * (they follow the attention output through the FFN seam), x with the MoE's budget
- * (test_ffn.c expect_moe_close: rel L2 under 1e-2, cosine above 0.9999, 90 % identical). */
-static void expect_outputs(const layer_case *c) {
-  const uint64_t S = c->S, D = c->cfg.hidden;
+/* K2's FFN half, each part against the reference run on the kernel's own inputs to it. The seam:
+ * the reference's wo_b of every rank's own X8B, all-reduced and folded into the kernel's own
+ * res_mid (test_ffn.c checks the FFN stages on exact inputs; here wo_b's rounding flips enter):
+ * the residual and the normed rows close, the mixes within 1e-3. The MoE: the reference's on the
+ * kernel's own normed rows, so the route must be the kernel's except at a tie of the reference's
+ * logits (test_ffn.c expect_stages), and the output within test_ffn.c's MoE budget (rel L2 under
+ * 1e-2, cosine above 0.9999, 90 % identical). The layer's whole-chain output is not compared
+ * element by element: a token whose route flips at a tie changes as a whole. */
+static void expect_ffn_half(hm_runtime *rt, hm_layer_group *g, const layer_case *c, const hm_layer_weights *w) {
+  const uint32_t S = c->S, D = c->cfg.hidden, K = c->cfg.topk, E = c->cfg.experts;
+  float *parts[4] = {0};
+  uint8_t *scr0 = NULL;
+  struct ffn_scratch F;
+  for (uint32_t r = 0; r < c->tp; r++) {
+    hm_k2 *k2 = hm_layer_k2(hm_layer_group_rank(g, r));
+    struct k2_scratch L;
+    const uint8_t *dev = hm_k2_scratch(k2, S, &L);
+    ck_assert_ptr_nonnull(dev);
+    ck_assert_ptr_eq(hm_ffn_scratch(k2, S, &F), dev);
+    uint8_t *scr = tl_fetch(rt, hm_layer_group_agent(g, r), dev, L.bytes);
+    const uint32_t orows = w[r].dims.o_rows;
+    uint8_t *codes = malloc((size_t)S * orows / 32);
+    for (uint64_t i = 0; i < (uint64_t)S * orows / 32; i++) codes[i] = (uint8_t)((const uint32_t *)(scr + L.x8bs))[i];
+    parts[r] = malloc((size_t)S * D * 4);
+    ck_assert_int_eq(hm_ref_wo_b(&w[r], S, scr + L.x8b, codes, parts[r]), HM_OK);
+    free(codes);
+    if (r == 0) scr0 = scr;
+    else free(scr);
+  }
   const hm_layer_outputs *o = &c->o[0];
-  expect_close("res", o->res, tl_f32(&c->ref, "out.res"), S * 4 * D);
-  const float *x = o->x, *ref = tl_f32(&c->ref, "out.x");
-  double rel = tl_rel_l2(x, ref, S * D), cos = tl_cosine(x, ref, S * D);
-  uint64_t diff = tl_count_diff(x, ref, S * D);
-  ck_assert_msg(rel < 1e-2 && cos > 0.9999 && diff <= S * D / 10,
-                "layer output vs reference: rel L2 %.3g, cosine %.8f, %llu of %llu elements differ", rel, cos,
-                (unsigned long long)diff, (unsigned long long)(S * D));
-  double pe = tl_max_abs(o->post, tl_f32(&c->ref, "out.post"), S * 4);
-  double ce = tl_max_abs(o->comb, tl_f32(&c->ref, "out.comb"), S * 16);
-  ck_assert_msg(pe < 1e-3 && ce < 1e-3, "mixes: post %.3g, comb %.3g off the reference's", pe, ce);
+  hm_tensor_set seam;
+  hm_tset_init(&seam);
+  ck_assert_int_eq(hm_ref_ffn_launch(w, c->tp, S, (const float *const *)parts, o->res_mid, o->post_a, o->comb_a,
+                                     o->pre_a, &seam),
+                   HM_OK);
+  expect_close("FFN seam res", o->res, tl_f32(&seam, "out.res"), (uint64_t)S * 4 * D);
+  float *normed = malloc((size_t)S * D * 4);
+  for (uint64_t i = 0; i < (uint64_t)S * D; i++) normed[i] = fmt_bf16_to_f32(((const uint16_t *)(scr0 + F.normed))[i]);
+  expect_close("FFN seam normed", normed, tl_f32(&seam, "ffn.seam.normed"), (uint64_t)S * D);
+  double pe = tl_max_abs(o->post, tl_f32(&seam, "out.post"), (uint64_t)S * 4);
+  double ce = tl_max_abs(o->comb, tl_f32(&seam, "out.comb"), (uint64_t)S * 16);
+  double re = tl_max_abs(o->pre, tl_f32(&seam, "out.pre"), (uint64_t)S * 4);
+  ck_assert_msg(pe < 1e-3 && ce < 1e-3 && re < 1e-3, "FFN seam mixes: post %.3g, comb %.3g, pre %.3g off", pe, ce, re);
+  /* the MoE on the kernel's own normed rows */
+  hm_tensor_set moe;
+  hm_tset_init(&moe);
+  ck_assert_int_eq(hm_ref_moe(w, c->tp, S, normed, &moe), HM_OK);
+  const uint64_t *ids = (const uint64_t *)(scr0 + F.ids);
+  const int32_t *rids = tl_i32(&moe, "router.ids");
+  const float *lg = tl_f32(&moe, "router.logits");
+  for (uint32_t t = 0; t < S; t++)
+    for (uint32_t j = 0; j < K; j++) {
+      int32_t id = (int32_t)(uint32_t)ids[t * K + j];
+      if (id == rids[t * K + j]) continue;
+      ck_assert(id >= 0 && (uint32_t)id < E);
+      float a = lg[(uint64_t)t * E + (uint32_t)id], b = lg[(uint64_t)t * E + (uint32_t)rids[t * K + j]];
+      ck_assert_msg(fabsf(a - b) <= 1e-5f * fmaxf(fabsf(a), fabsf(b)),
+                    "token %u pick %u: expert %d, the reference chose %d (logits %.9g vs %.9g)", t, j, id,
+                    rids[t * K + j], a, b);
+    }
+  const float *rx = tl_f32(&moe, "out.x");
+  const uint64_t n = (uint64_t)S * D;
+  double rel = tl_rel_l2(o->x, rx, n), cos = tl_cosine(o->x, rx, n);
+  uint64_t diff = tl_count_diff(o->x, rx, n);
+  ck_assert_msg(rel < 1e-2 && cos > 0.9999 && diff <= n / 10,
+                "layer output vs the reference's MoE of its normed rows: rel L2 %.3g, cosine %.8f, %llu of %llu "
+                "differ", rel, cos, (unsigned long long)diff, (unsigned long long)n);
+  /* the residual against the reference's whole chain too (no route in it) */
+  expect_close("res (whole chain)", o->res, tl_f32(&c->ref, "out.res"), (uint64_t)S * 4 * D);
+  hm_tset_free(&seam), hm_tset_free(&moe);
+  for (uint32_t r = 0; r < c->tp; r++) free(parts[r]);
+  free(normed), free(scr0);
 }
 
 static void run_case(hm_runtime *rt, hm_layer_group *g, const hm_layer_weights *w, uint32_t tp, const shape *sh,
-                     uint64_t seed) {
+                     uint64_t seed, const hm_source *table) {
   layer_case c;
-  case_make(&c, g, w, tp, sh, seed);
+  case_make(&c, g, w, tp, sh, seed, table);
   hm_status st = hm_layer_group_step(g, &c.step.in, 1, c.o, NULL);
   ck_assert_msg(st == HM_OK, "layer %d, %u rows: %s", c.cfg.layer, sh->S, hm_errmsg());
   expect_ranks_identical(&c);
   expect_k1(&c);
   expect_back(rt, g, &c, w);
-  expect_outputs(&c);
+  expect_ffn_half(rt, g, &c, w);
   case_free(&c);
+}
+
+/* A layer's weights for a TP group: attention and FFN, the select and Engram parts where the kind
+ * has them; the Engram table from the generator (the checkpoint's engram.embed). */
+typedef struct layer_setup {
+  hm_layer_config cfg;
+  uint32_t tp;
+  hm_layer_weights w[4];
+  hm_gen gen;
+  hm_source table;
+  hm_runtime *rt;
+  hm_layer_group *g;
+} layer_setup;
+
+static void setup(layer_setup *L, const char *model, int32_t layer, uint32_t experts, uint32_t tp, uint64_t seed,
+                  const hm_ffn_config *run_in) {
+  memset(L, 0, sizeof *L);
+  L->cfg = tl_config(model, layer, experts, experts ? 6 : 0);
+  L->tp = tp;
+  L->rt = tl_open_sim();
+  uint32_t parts = HM_WPART_ATTN | HM_WPART_FFN;
+  if (hm_config_has(&L->cfg, HM_ROLE_INDEX_SOURCE)) parts |= HM_WPART_SELECT;
+  if (hm_config_has(&L->cfg, HM_ROLE_ENGRAM)) parts |= HM_WPART_ENGRAM;
+  tl_build_group(&L->cfg, tp, seed, parts, L->w);
+  ck_assert_int_eq(hm_gen_init(&L->gen, &L->cfg, seed), HM_OK);
+  L->table = hm_gen_source(&L->gen);
+  hm_ffn_config run = run_in ? *run_in : small_grid;
+  run.reduced_experts = experts != 0;
+  hm_status st = hm_layer_group_create(L->rt, L->w, tp, &run, NULL, &L->g);
+  ck_assert_msg(st == HM_OK, "group: %s", hm_errmsg());
+}
+
+static void teardown(layer_setup *L) {
+  hm_layer_group_destroy(L->g);
+  hm_gen_free(&L->gen);
+  tl_free_group(L->w, L->tp);
+  hm_runtime_close(L->rt);
 }
 
 static void run_layer(const char *model, int32_t layer, uint32_t experts, uint32_t tp, const shape *shapes, uint32_t n,
                       uint64_t seed) {
-  hm_layer_config cfg = tl_config(model, layer, experts, experts ? 6 : 0);
-  hm_runtime *rt = tl_open_sim();
-  hm_layer_weights w[4];
-  uint32_t parts = HM_WPART_ATTN | HM_WPART_FFN;
-  if (hm_config_has(&cfg, HM_ROLE_INDEX_SOURCE)) parts |= HM_WPART_SELECT;
-  if (hm_config_has(&cfg, HM_ROLE_ENGRAM)) parts |= HM_WPART_ENGRAM;
-  tl_build_group(&cfg, tp, seed, parts, w);
-  hm_ffn_config run = small_grid;
-  run.reduced_experts = experts != 0;
-  hm_layer_group *g;
-  hm_status st = hm_layer_group_create(rt, w, tp, &run, &g);
-  ck_assert_msg(st == HM_OK, "group: %s", hm_errmsg());
-  for (uint32_t i = 0; i < n; i++) run_case(rt, g, w, tp, &shapes[i], seed + i);
-  hm_layer_group_destroy(g);
-  tl_free_group(w, tp);
-  hm_runtime_close(rt);
+  layer_setup L;
+  setup(&L, model, layer, experts, tp, seed, NULL);
+  for (uint32_t i = 0; i < n; i++) run_case(L.rt, L.g, L.w, tp, &shapes[i], seed + i, &L.table);
+  teardown(&L);
 }
 
 /* ---------------------------------------------------------------- the tests */
 
-/* A REUSE layer (ratio 2) at TP 2: position 0 (one window slot, no compressed key), a window that
- * wraps a 64-slot block, a padding row, two requests. */
+/* A REUSE layer (ratio 2) at TP 2 over the row counts (chunks of 64 keys to 25 rows, 128 past):
+ * position 0 (one window slot, no compressed key), a window that wraps a 64-slot block, padding
+ * rows (slot -1), two requests. */
 START_TEST(tiny_reuse_ratio2_tp2) {
-  const shape s[] = {{1, 1, 0, 64, -1}, {7, 1, 100, 64, 3}};
+  const shape s[] = {{1, 1, 0, 64, -1}, {2, 1, 1, 64, -1}, {7, 1, 100, 64, 3}, {16, 2, 60, 64, -1},
+                     {48, 2, 300, 64, 47}};
   run_layer("tiny", 3, 0, 2, s, sizeof s / sizeof *s, 100);
+}
+END_TEST
+
+/* A REUSE layer (ratio 1) at TP 4 (chunks of 128): two requests in a step, 256-slot blocks, short
+ * top-k lists. */
+START_TEST(tiny_reuse_ratio1_tp4) {
+  const shape s[] = {{1, 1, 5, 256, -1}, {2, 2, 0, 256, 1}, {7, 1, 250, 256, -1}, {16, 4, 40, 256, 0},
+                     {48, 4, 700, 256, -1}};
+  run_layer("tiny", 21, 0, 4, s, sizeof s / sizeof *s, 200);
+}
+END_TEST
+
+/* Index sources: K1's index build, the reference select (compressor and indexer) between the
+ * launches, keylist, K2. A kv source with its own compressor (2, ratio 2) at TP 2; the candidate
+ * producer (20, ratio 1) at TP 4. */
+START_TEST(tiny_index_sources) {
+  const shape s2[] = {{1, 1, 40, 64, -1}, {8, 2, 90, 64, 2}};
+  run_layer("tiny", 2, 0, 2, s2, 2, 300);
+  const shape s20[] = {{2, 1, 70, 256, -1}, {16, 2, 130, 256, -1}};
+  run_layer("tiny", 20, 0, 4, s20, 2, 310);
+}
+END_TEST
+
+/* Window layers: layer 0 (the embedding in, the identity seam), layer 1 (mHC post and Engram on
+ * the host first), and a draft layer (routing 32/3 at tiny size), ratio 0 all. */
+START_TEST(tiny_window_layers) {
+  const shape s[] = {{1, 1, 0, 64, -1}, {8, 2, 129, 64, 6}};
+  run_layer("tiny", 0, 0, 2, s, 2, 400);
+  run_layer("tiny", 1, 0, 4, s, 2, 410);
+  run_layer("tiny", 41, 0, 4, s + 1, 1, 420);
+}
+END_TEST
+
+/* Layer 14: an Engram layer that is also a kv and index source (Engram, index build, select). */
+START_TEST(tiny_engram_index) {
+  const shape s[] = {{2, 1, 50, 64, -1}};
+  run_layer("tiny", 14, 0, 4, s, 1, 500);
+}
+END_TEST
+
+/* One full-size layer of DeepSeek-V4.1-Flash (hidden 5120, 64 heads, wo_a groups of 1024 rows),
+ * experts cut to 32 (top-6) so the weights and the software agent's time fit a test. TP 4 at two
+ * rows (chunks of 128), TP 2 at one row (chunks of 64). */
+START_TEST(full_dims_tp4) {
+  const shape s[] = {{2, 1, 150, 64, -1}};
+  run_layer("v41-flash", 3, 32, 4, s, 1, 600);
+}
+END_TEST
+
+START_TEST(full_dims_tp2) {
+  const shape s[] = {{1, 1, 300, 64, -1}};
+  run_layer("v41-flash", 23, 32, 2, s, 1, 610);
+}
+END_TEST
+
+/* 1,000 replays of a recorded whole step (K1 and K2 on one queue, packets only) give the first
+ * step's bits on every rank every time; 100 under chaos, where the agent is slower. */
+typedef struct replay_ctx {
+  const hm_layer_outputs *first;
+  uint32_t S, D;
+} replay_ctx;
+
+static int same_as_first(void *ctx, uint32_t replay, uint32_t rank, const hm_layer_outputs *o) {
+  const replay_ctx *c = ctx;
+  const hm_layer_outputs *f = &c->first[rank];
+  if (memcmp(o->x, f->x, (size_t)c->S * c->D * 4) || memcmp(o->res, f->res, (size_t)c->S * 4 * c->D * 4) ||
+      memcmp(o->post, f->post, (size_t)c->S * 16) || memcmp(o->comb, f->comb, (size_t)c->S * 64) ||
+      memcmp(o->pre, f->pre, (size_t)c->S * 16)) {
+    fprintf(stderr, "replay %u, rank %u: outputs differ from the first step's\n", replay, rank);
+    return 1;
+  }
+  return 0;
+}
+
+static void replays_of(int32_t layer, uint32_t S) {
+  layer_setup L;
+  setup(&L, "tiny", layer, 0, 2, 700 + (uint64_t)layer, NULL);
+  const shape sh = {S, 1, 70, 64, -1};
+  layer_case c;
+  case_make(&c, L.g, L.w, 2, &sh, 701, &L.table);
+  ck_assert_msg(hm_layer_group_step(L.g, &c.step.in, 1, c.o, NULL) == HM_OK, "%s", hm_errmsg());
+  expect_ranks_identical(&c);
+  hm_layer_outputs o[2];
+  memset(o, 0, sizeof o);
+  for (uint32_t r = 0; r < 2; r++) {
+    o[r].x = calloc((size_t)S * L.cfg.hidden, 4), o[r].res = calloc((size_t)S * 4 * L.cfg.hidden, 4);
+    o[r].post = calloc(S * 4, 4), o[r].comb = calloc(S * 16, 4), o[r].pre = calloc(S * 4, 4);
+  }
+  replay_ctx rc = {c.o, S, L.cfg.hidden};
+  const char *chaos = getenv("HSAMONO_SIM_CHAOS");
+  uint32_t replays = chaos && *chaos ? 100 : 1000;
+  hm_status st = hm_layer_group_replay(L.g, &c.step.in, replays, o, same_as_first, &rc);
+  ck_assert_msg(st == HM_OK, "%s", hm_errmsg());
+  for (uint32_t r = 0; r < 2; r++) free(o[r].x), free(o[r].res), free(o[r].post), free(o[r].comb), free(o[r].pre);
+  case_free(&c);
+  teardown(&L);
+}
+
+START_TEST(replays_bit_identical) { replays_of(3, 2); }
+END_TEST
+
+/* Layer 0 recorded: its broadcast, K1 and K2 replay as packets too (a few replays). */
+START_TEST(replays_first_layer) {
+  layer_setup L;
+  setup(&L, "tiny", 0, 0, 2, 750, NULL);
+  const shape sh = {3, 1, 20, 64, -1};
+  layer_case c;
+  case_make(&c, L.g, L.w, 2, &sh, 751, &L.table);
+  ck_assert_msg(hm_layer_group_step(L.g, &c.step.in, 1, c.o, NULL) == HM_OK, "%s", hm_errmsg());
+  hm_layer_outputs o[2];
+  memset(o, 0, sizeof o);
+  for (uint32_t r = 0; r < 2; r++) {
+    o[r].x = calloc((size_t)3 * L.cfg.hidden, 4), o[r].res = calloc((size_t)3 * 4 * L.cfg.hidden, 4);
+    o[r].post = calloc(12, 4), o[r].comb = calloc(48, 4), o[r].pre = calloc(12, 4);
+  }
+  replay_ctx rc = {c.o, 3, L.cfg.hidden};
+  ck_assert_msg(hm_layer_group_replay(L.g, &c.step.in, 5, o, same_as_first, &rc) == HM_OK, "%s", hm_errmsg());
+  for (uint32_t r = 0; r < 2; r++) free(o[r].x), free(o[r].res), free(o[r].post), free(o[r].comb), free(o[r].pre);
+  /* an index source cannot be recorded: its select runs on the host */
+  case_free(&c);
+  teardown(&L);
+}
+END_TEST
+
+/* A rank that never runs its step (dead) makes every other rank end K2 with HM_ERR_PEER naming
+ * it (K1 has no peers; K2's attention all-reduce waits for the dead rank's wo_b rows), within the
+ * bound, and the group tears down cleanly. TP 4, rank 2 dead. */
+START_TEST(dead_peer_mid_k2) {
+  hm_ffn_config run = small_grid;
+  run.peer_timeout_ns = 2000000000ull;
+  layer_setup L;
+  setup(&L, "tiny", 21, 0, 4, 800, &run);
+  const shape sh = {2, 1, 30, 256, -1};
+  layer_case c;
+  case_make(&c, L.g, L.w, 4, &sh, 801, &L.table);
+  hm_status st = hm_layer_group_step_ranks(L.g, &c.step.in, 0xbu, NULL);
+  ck_assert_msg(st == HM_ERR_PEER && strstr(hm_errmsg(), "rank 2"), "%s: %s", hm_status_name(st), hm_errmsg());
+  for (uint32_t r = 0; r < 4; r++) {
+    if (r == 2) continue;
+    st = hm_ffn_status(hm_layer_k2(hm_layer_group_rank(L.g, r)));
+    ck_assert_msg(st == HM_ERR_PEER && strstr(hm_errmsg(), "rank 2's push"), "rank %u: %s: %s", r, hm_status_name(st),
+                  hm_errmsg());
+  }
+  case_free(&c);
+  teardown(&L);
+}
+END_TEST
+
+/* Refusals name their rule; nothing is left behind. */
+START_TEST(create_refusals) {
+  layer_setup L;
+  memset(&L, 0, sizeof L);
+  L.cfg = tl_config("tiny", 3, 0, 0);
+  L.rt = tl_open_sim();
+  /* TP 1 is not a mono deployment (§5.1.3) */
+  tl_build_group(&L.cfg, 1, 900, HM_WPART_ATTN | HM_WPART_FFN, L.w);
+  hm_layer_group *g = NULL;
+  hm_status st = hm_layer_group_create(L.rt, L.w, 1, &small_grid, NULL, &g);
+  ck_assert_msg(st == HM_ERR_REFUSED && strstr(hm_errmsg(), "5.1.3"), "%s: %s", hm_status_name(st), hm_errmsg());
+  ck_assert_ptr_null(g);
+  tl_free_group(L.w, 1);
+  /* an index source without its select weights and no callback */
+  L.cfg = tl_config("tiny", 2, 0, 0);
+  tl_build_group(&L.cfg, 2, 901, HM_WPART_ATTN | HM_WPART_FFN, L.w);
+  st = hm_layer_group_create(L.rt, L.w, 2, &small_grid, NULL, &g);
+  ck_assert_msg(st == HM_ERR_INVALID_ARG && strstr(hm_errmsg(), "SELECT"), "%s: %s", hm_status_name(st), hm_errmsg());
+  ck_assert_ptr_null(g);
+  tl_free_group(L.w, 2);
+  hm_runtime_close(L.rt);
 }
 END_TEST
 
@@ -270,7 +534,12 @@ Suite *hm_test_suite(void) {
   Suite *s = suite_create("layer");
   /* a case a test, so CK_RUN_CASE picks one */
   struct { const char *name; const TTest *t; } tests[] = {
-      {"tiny_reuse_ratio2_tp2", tiny_reuse_ratio2_tp2},
+      {"tiny_reuse_ratio2_tp2", tiny_reuse_ratio2_tp2}, {"tiny_reuse_ratio1_tp4", tiny_reuse_ratio1_tp4},
+      {"tiny_index_sources", tiny_index_sources},       {"tiny_window_layers", tiny_window_layers},
+      {"tiny_engram_index", tiny_engram_index},         {"full_dims_tp4", full_dims_tp4},
+      {"full_dims_tp2", full_dims_tp2},                 {"replays_bit_identical", replays_bit_identical},
+      {"replays_first_layer", replays_first_layer},     {"dead_peer_mid_k2", dead_peer_mid_k2},
+      {"create_refusals", create_refusals},
   };
   for (unsigned i = 0; i < sizeof tests / sizeof *tests; i++) {
     TCase *tc = tcase_create(tests[i].name);

@@ -450,6 +450,30 @@ static void gather_narrow(enum elem el, bool b, const struct dev_mfma_lane *lane
   if (fl) fl[0] = fo, fl[1] = fa;
 }
 
+/* Every bf16 code split once for all threads (the attention's matrix instructions: 1 MB). */
+static struct val *bf16_vals;
+static pthread_once_t bf16_once = PTHREAD_ONCE_INIT;
+static void bf16_init(void) {
+  struct val *t = malloc(65536 * sizeof *t);
+  if (!t) return; /* decoded per element instead */
+  for (u32 c = 0; c < 65536; c++) t[c] = split(fmt_bf16_to_f32((u16)c));
+  bf16_vals = t;
+}
+
+/* Row r of A (b == false) or column r of B of a 16x16 bf16 form (lane 16(k/n) + r, element
+ * k % n, n = k / 4 elements a lane), read straight off the registers through the table; false
+ * when the table could not be made. */
+static bool gather_bf16(bool b, const struct dev_mfma_lane *lanes, unsigned r, unsigned k, struct val *out) {
+  pthread_once(&bf16_once, bf16_init);
+  if (!bf16_vals) return false;
+  const unsigned n = k / 4;
+  for (unsigned g = 0; g < 4; g++) {
+    const u32 *reg = b ? lanes[16 * g + r].b : lanes[16 * g + r].a;
+    for (unsigned e = 0; e < n; e++) out[n * g + e] = bf16_vals[(reg[e / 2] >> (16 * (e % 2))) & 0xffffu];
+  }
+  return true;
+}
+
 /* row r of A (b == false) or column r of B, decoded into out[0..k) */
 static void gather(enum dev_mfma_op op, enum elem el, bool b, const struct dev_mfma_lane *lanes,
                    unsigned r, unsigned k, struct val *out) {
@@ -458,6 +482,7 @@ static void gather(enum dev_mfma_op op, enum elem el, bool b, const struct dev_m
     gather_narrow(el, b, lanes, r, out, NULL, NULL);
     return;
   }
+  if ((op == DEV_MFMA_F32_16X16X16_BF16 || op == DEV_MFMA_F32_16X16X32_BF16) && gather_bf16(b, lanes, r, k, out)) return;
   for (unsigned x = 0; x < k; x++) {
     unsigned l, e;
     locate(op, bits, r, x, &l, &e);

@@ -1,0 +1,288 @@
+/* tools/check_layer.c: hsa-mono-check layer: one whole layer (K1 -> [select -> keylist] -> K2) of a TP
+ * group against the fp32 reference: errors per output, the route, the key table; non-zero exit past tolerance. */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "ffn_tool.h"
+#include "hm_ref.h"
+#include "launch_tool.h"
+#include "layer_tool.h"
+
+/* Tolerances, for a GPU as for the software agent (tests/layer/test_layer.c holds the agent to
+ * tighter, stage-by-stage checks where it follows the reference's order). The layer's outputs pass
+ * through K1's GEMVs, the attention, wo_a and wo_b before the FFN seam, each of which flips an
+ * occasional bf16 or e4m3 rounding against the reference's one-by-one f32 model:
+ *  - res (the FFN seam's fold of the attention output into K1's streams) and normed (the FFN seam's
+ *    RMSNorm, the router's input): the attention output enters as a term beside streams of rms ~4,
+ *    so its flipped roundings move a stream element by ~2^-8 now and then: relative L2 4e-3, cosine
+ *    0.99999 (K1's res budget);
+ *  - post, comb, pre: the mixes of that residual (the mix GEMV, sigmoid, 20 Sinkhorn rounds): a
+ *    flipped stream element moves a mix sum by ~1e-5 relative: 1e-3 relative L2 (test_layer.c
+ *    holds the agent to 1e-3 absolute on the kernel's own inputs), cosine 0.999999;
+ *  - x against the reference's MoE run on the kernel's own normed rows (x.own): the MoE budget of
+ *    hsa-mono-check ffn (relative L2 1e-2, cosine 0.9999), and its route must be the kernel's except
+ *    where the reference's logits of the two experts tie (1e-5 relative: test_layer.c's rule);
+ *  - x against the whole chain, token by token: the MoE amplifies its input's error (a flipped bf16
+ *    element of a normed row can move its 32-group's e4m3 scale and requantise the group): tokens
+ *    whose normed rows are within 1.3e-3 of the reference's came out up to 2.6e-2 off on the
+ *    software agent (576 tokens of layers 3 and 21, TP2 and TP4), so a token keeping the reference's
+ *    route is held to 0.1. A token whose route flips at a near tie of its biased scores changes as a
+ *    whole (0.37 measured), so those are counted instead: at most TOL_FLIPS(S) (1 in the 576 above);
+ *    x.own and the route line hold the MoE itself to its budget;
+ *  - the top-k of an index source: exact while a row's compressed entries fit the 512 picked (every
+ *    entry is picked); past that the indexer's scores from the kernel's q latent (K1's GEMV budget)
+ *    may reorder a near tie: 2 % of those rows' entries;
+ *  - the key table and klen (K1's, or keylist's on the kernel's own top-k): exact, integers from the
+ *    metadata alone. */
+#define TOL_RES_REL 4e-3
+#define TOL_RES_COS 0.99999
+#define TOL_MIX_REL 1e-3
+#define TOL_MIX_COS 0.999999
+#define TOL_X_REL 1e-2
+#define TOL_X_COS 0.9999
+#define TOL_TIE 1e-5f
+#define TOL_X_TOKEN 0.1
+#define TOL_FLIPS(S) (1 + (S) / 16)
+#define TOL_TOPK_PCT 2
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: hsa-mono-check layer --layer L --tp N --rows R [--config v41-flash|tiny] [--experts E]\n"
+          "                            [--ctx C] [--reqs Q] [--block B] [--seed S] [--ctas G]\n"
+          "\n"
+          "Runs one whole layer L (0..42, any kind: K1, the select and keylist launch on an index source,\n"
+          "K2; the embedding on layer 0, the Engram block on 1 and 14) on a TP group of N ranks (2 or 4) in\n"
+          "this process, each rank on its own agent (HSAMONO_RUNTIME: a GPU, or the software agent), on\n"
+          "generated weights and a generated step of R rows in Q requests (default 1) at context C (default\n"
+          "300) with SWA blocks of B slots (default 64), and the fp32 reference on a copy of the same step.\n"
+          "Prints per output (x, res, post, comb, pre) the max-abs and relative error and the cosine against\n"
+          "the reference; x token by token (a token whose route flipped at a near tie differs as a whole) and\n"
+          "against the reference's MoE on the kernel's own normed rows, with its route; an index source's\n"
+          "top-k; the key table's and klen's differing entries; whether every rank holds rank 0's outputs.\n"
+          "Exits 1 past tolerance, 2 on bad usage or a failed run. On the software agent the routed experts\n"
+          "of v41-flash are cut to 32 (--experts E: another count; every line then says the run is reduced)\n"
+          "and the grid is 8 CTAs a rank (CPU threads), on a GPU one CTA a CU; --ctas G sets another.\n");
+}
+
+static uint64_t count_diff_i32(const int32_t *a, const int32_t *b, uint64_t n) {
+  uint64_t d = 0;
+  for (uint64_t i = 0; i < n; i++) d += a[i] != b[i];
+  return d;
+}
+
+/* whether two picks of k experts are the same set */
+static int same_set(const int32_t *a, const int32_t *b, uint32_t k) {
+  for (uint32_t i = 0; i < k; i++) {
+    int found = 0;
+    for (uint32_t j = 0; j < k && !found; j++) found = a[i] == b[j];
+    if (!found) return 0;
+  }
+  return 1;
+}
+
+int check_layer(int argc, char **argv) {
+  const char *model = "v41-flash";
+  long layer = -1, tp = 0, rows = 0, ctx = 300, reqs = 1, block = 64, ctas = 0, experts = -1;
+  unsigned long long seed = 1;
+  static const struct option opts[] = {{"layer", required_argument, 0, 'l'},  {"tp", required_argument, 0, 't'},
+                                       {"rows", required_argument, 0, 'r'},   {"config", required_argument, 0, 'c'},
+                                       {"experts", required_argument, 0, 'e'}, {"ctx", required_argument, 0, 'x'},
+                                       {"reqs", required_argument, 0, 'q'},   {"block", required_argument, 0, 'b'},
+                                       {"seed", required_argument, 0, 's'},   {"ctas", required_argument, 0, 'g'},
+                                       {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+  int o, bad = 0;
+  optind = 1;
+  while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    switch (o) {
+      case 'l': bad |= !launch_tool_num(optarg, &layer) || layer < 0; break;
+      case 't': bad |= !launch_tool_num(optarg, &tp); break;
+      case 'r': bad |= !launch_tool_num(optarg, &rows); break;
+      case 'c': model = optarg; break;
+      case 'e': bad |= !launch_tool_num(optarg, &experts) || experts < 1; break;
+      case 'x': bad |= !launch_tool_num(optarg, &ctx) || ctx < 0; break;
+      case 'q': bad |= !launch_tool_num(optarg, &reqs); break;
+      case 'b': bad |= !launch_tool_num(optarg, &block) || block < 2; break;
+      case 's': {
+        char *end;
+        seed = strtoull(optarg, &end, 0);
+        bad |= !*optarg || *end;
+        break;
+      }
+      case 'g': bad |= !launch_tool_num(optarg, &ctas) || ctas < 0; break;
+      case 'h': usage(stdout); return 0;
+      default: usage(stderr); return 2;
+    }
+  }
+  if (bad || optind < argc || layer < 0 || (tp != 2 && tp != 4) || rows < 1 || rows > HM_MAX_ROWS || reqs < 1 ||
+      rows % reqs) {
+    usage(stderr);
+    return 2;
+  }
+  hm_runtime *rt;
+  if (hm_runtime_open(NULL, &rt) != HM_OK) {
+    fprintf(stderr, "hsa-mono-check layer: %s\n", hm_errmsg());
+    return 2;
+  }
+  /* the software agent's default: 32 of V4.1-Flash's routed experts, so a step takes seconds */
+  if (experts < 0) experts = hm_runtime_is_sim(rt) && !strcmp(model, "v41-flash") ? 32 : 0;
+  hm_layer_config cfg, named;
+  bool reduced;
+  if (ffn_tool_layer(model, layer, experts, 0, &cfg, &reduced) != HM_OK ||
+      hm_config_by_name(model, (int32_t)layer, &named) != HM_OK) {
+    fprintf(stderr, "hsa-mono-check layer: %s\n", hm_errmsg());
+    hm_runtime_close(rt);
+    return 2;
+  }
+  char kind[64], note[64];
+  snprintf(note, sizeof note, "  [REDUCED: %u of %u experts]", cfg.experts, named.experts);
+  if (reduced) check_note(note);
+  printf("hsa-mono-check layer: %s layer %ld (%s), %u experts top-%u%s, TP%ld, %ld rows in %ld requests at context "
+         "%ld, SWA blocks of %ld, seed %llu, on %s\n",
+         model, layer, layer_tool_kind(&cfg, kind, sizeof kind), cfg.experts, cfg.topk, reduced ? " (REDUCED)" : "", tp,
+         rows, reqs, ctx, block, seed, hm_runtime_describe(rt));
+  const uint32_t S = (uint32_t)rows, D = cfg.hidden, T = (uint32_t)tp, K = cfg.topk, E = cfg.experts;
+  const bool index = hm_config_has(&cfg, HM_ROLE_INDEX_SOURCE), first = hm_config_has(&cfg, HM_ROLE_FIRST);
+  int rc = 2, pass = 1;
+  layer_tool L;
+  memset(&L, 0, sizeof L);
+  hm_gen_step step, refs;
+  memset(&step, 0, sizeof step), memset(&refs, 0, sizeof refs);
+  hm_select_state *rsel = NULL;
+  hm_tensor_set ref, moe;
+  hm_tset_init(&ref), hm_tset_init(&moe);
+  hm_layer_outputs out[4];
+  memset(out, 0, sizeof out);
+  float *normed = malloc(sizeof(float) * S * D);
+  int32_t *ids = malloc(sizeof(int32_t) * S * K), *kt_want = NULL, *klen_want = NULL;
+  if (!normed || !ids) goto done;
+  hm_ffn_config run = ffn_tool_launch(rt, reduced, ctas);
+  if (layer_tool_open(&L, rt, &cfg, T, seed, &run, NULL) != HM_OK) goto done;
+  /* the group's step and the reference's own copy: each writes its records (and a kv source's
+   * compressed entries) into its caches; layer 0 enters with the embedding in x and no residual */
+  if (hm_gen_step_make_block(&cfg, S, (uint32_t)reqs, (uint32_t)ctx, (uint32_t)block, seed, &step) != HM_OK) goto done;
+  if (first) step.in.res = NULL;
+  step.in.engram_table = &L.table;
+  if (hm_gen_step_copy(&step, &refs) != HM_OK) goto done;
+  refs.in.engram_table = &L.table;
+  if (index) {
+    /* the indexer keys of the entries made before this step, alike in every state */
+    if (hm_select_state_new(&rsel) != HM_OK || hm_gen_step_seed_select(&step, &cfg, rsel, seed) != HM_OK) goto done;
+    for (uint32_t r = 0; r < T; r++)
+      if (hm_gen_step_seed_select(&step, &cfg, hm_layer_group_select_state(L.g, r), seed) != HM_OK) goto done;
+  }
+  for (uint32_t r = 0; r < T; r++)
+    if (!layer_tool_outputs(&out[r], S, D, true)) {
+      hm_fail(HM_ERR_NO_MEMORY, "outputs");
+      goto done;
+    }
+  if (hm_layer_group_step(L.g, &step.in, 1, out, NULL) != HM_OK) goto done;
+  if (hm_ref_layer_step(L.w, T, &refs.in, NULL, rsel, &ref) != HM_OK) goto done;
+  /* the MoE of the reference on the kernel's own normed rows: the route and x without the drift of
+   * the layer's earlier stages */
+  if (layer_tool_route(rt, L.g, S, normed, ids) != HM_OK || hm_ref_moe(L.w, T, S, normed, &moe) != HM_OK) goto done;
+  /* an index source's key table: keylist's on the kernel's own top-k, against the reference's table of the same */
+  const int32_t *kt_ref, *klen_ref;
+  if (index) {
+    if (!(kt_want = malloc(4 * (size_t)S * HM_KEYS)) || !(klen_want = malloc(8 * (size_t)S))) goto done;
+    hm_key_args ka = {S, cfg.compress_ratio, step.pos, step.slot, step.swa_idx, step.swa_len, step.t2r,
+                      out[0].topk, step.bt, step.in.bt_stride, step.in.comp.block_size};
+    if (hm_ref_key_table(&ka, kt_want, klen_want) != HM_OK) goto done;
+    kt_ref = kt_want, klen_ref = klen_want;
+  } else {
+    kt_ref = hm_tset_data(&ref, "k1.kt", HM_DT_I32, (uint64_t)S * HM_KEYS);
+    klen_ref = hm_tset_data(&ref, "k1.klen", HM_DT_I32, 2 * (uint64_t)S);
+  }
+  /* the reference's outputs; a missing one is a failed run, not a failed check */
+  const float *rx = hm_tset_data(&ref, "out.x", HM_DT_F32, (uint64_t)S * D);
+  const float *rres = hm_tset_data(&ref, "out.res", HM_DT_F32, (uint64_t)S * 4 * D);
+  const float *rpost = hm_tset_data(&ref, "out.post", HM_DT_F32, (uint64_t)S * 4);
+  const float *rcomb = hm_tset_data(&ref, "out.comb", HM_DT_F32, (uint64_t)S * 16);
+  const float *rpre = hm_tset_data(&ref, "out.pre", HM_DT_F32, (uint64_t)S * 4);
+  const float *rnormed = hm_tset_data(&ref, "ffn.seam.normed", HM_DT_F32, (uint64_t)S * D);
+  const int32_t *rids = hm_tset_data(&ref, "router.ids", HM_DT_I32, (uint64_t)S * K);
+  const int32_t *rtopk = index ? hm_tset_data(&ref, "k1.topk", HM_DT_I32, (uint64_t)S * HM_TOPK_ATTN) : NULL;
+  const float *mx = hm_tset_data(&moe, "out.x", HM_DT_F32, (uint64_t)S * D);
+  const int32_t *mids = hm_tset_data(&moe, "router.ids", HM_DT_I32, (uint64_t)S * K);
+  const float *mlog = hm_tset_data(&moe, "router.logits", HM_DT_F32, (uint64_t)S * E);
+  if (!rx || !rres || !rpost || !rcomb || !rpre || !rnormed || !rids || (index && !rtopk) || !mx || !mids || !mlog ||
+      !kt_ref || !klen_ref)
+    goto done;
+  rc = 0;
+  printf("rank 0 against the reference:\n");
+  /* x token by token against the whole chain: far off only with another route */
+  uint32_t beyond = 0, flipped = 0;
+  for (uint32_t t = 0; t < S; t++) {
+    int other = !same_set(ids + (size_t)t * K, rids + (size_t)t * K, K);
+    flipped += other;
+    beyond += !other && !(check_rel(out[0].x + (size_t)t * D, rx + (size_t)t * D, D) <= TOL_X_TOKEN);
+  }
+  pass &= check_show("x", out[0].x, rx, (uint64_t)S * D, "the whole chain: held token by token");
+  pass &= check_count("x.tokens", beyond, S, "tokens with the reference's route beyond rel L2 0.1", 0,
+                      "the MoE's amplification of its input's error");
+  pass &= check_count("x.route", flipped, S, "tokens with another route than the reference's", TOL_FLIPS(S),
+                      "a near tie of the biased scores flips");
+  pass &= check_compare("x.own", out[0].x, mx, (uint64_t)S * D, TOL_X_REL, TOL_X_COS);
+  /* the kernel's picks against the reference's on the same rows: only exact ties may differ */
+  uint64_t picks = 0, untied = 0;
+  for (uint32_t t = 0; t < S; t++)
+    for (uint32_t j = 0; j < K; j++) {
+      int32_t a = ids[t * K + j], b = mids[t * K + j];
+      if (a == b) continue;
+      picks++;
+      float la = a >= 0 && (uint32_t)a < E ? mlog[(uint64_t)t * E + (uint32_t)a] : NAN;
+      float lb = mlog[(uint64_t)t * E + (uint32_t)b];
+      untied += !(fabsf(la - lb) <= TOL_TIE * fmaxf(fabsf(la), fabsf(lb)));
+    }
+  char what[96];
+  snprintf(what, sizeof what, "picks not at a tie (%llu differ) from the reference's on the kernel's rows",
+           (unsigned long long)picks);
+  pass &= check_count("route", untied, (uint64_t)S * K, what, 0, "logits within 1e-5 may swap");
+  pass &= check_compare("normed", normed, rnormed, (uint64_t)S * D, TOL_RES_REL, TOL_RES_COS);
+  pass &= check_compare("res", out[0].res, rres, (uint64_t)S * 4 * D, TOL_RES_REL, TOL_RES_COS);
+  pass &= check_compare("post", out[0].post, rpost, (uint64_t)S * 4, TOL_MIX_REL, TOL_MIX_COS);
+  pass &= check_compare("comb", out[0].comb, rcomb, (uint64_t)S * 16, TOL_MIX_REL, TOL_MIX_COS);
+  pass &= check_compare("pre", out[0].pre, rpre, (uint64_t)S * 4, TOL_MIX_REL, TOL_MIX_COS);
+  if (index) {
+    /* entries of rows with more compressed entries than the 512 picked may reorder at a near tie */
+    uint64_t crowded = 0;
+    for (uint32_t t = 0; t < S; t++)
+      if (step.slot[t] >= 0 && (uint64_t)(step.pos[t] + 1) / cfg.compress_ratio > HM_TOPK_ATTN) crowded += HM_TOPK_ATTN;
+    pass &= check_count("topk", count_diff_i32(out[0].topk, rtopk, (uint64_t)S * HM_TOPK_ATTN),
+                        (uint64_t)S * HM_TOPK_ATTN, "entries of the select step", crowded * TOL_TOPK_PCT / 100,
+                        "exact where every entry is picked, 2 % past 512 entries");
+    printf("key table: keylist's of the kernel's own top-k\n");
+  }
+  pass &= check_count("kt", count_diff_i32(out[0].kt, kt_ref, (uint64_t)S * HM_KEYS), (uint64_t)S * HM_KEYS, "entries",
+                      0, "exact, from the metadata alone");
+  pass &= check_count("klen", count_diff_i32(out[0].klen, klen_ref, 2 * (uint64_t)S), 2 * (uint64_t)S, "entries", 0,
+                      "exact, from the metadata alone");
+  /* replicated work: every rank ends the layer with rank 0's bits */
+  for (uint32_t r = 1; r < T; r++) {
+    int same = !memcmp(out[r].x, out[0].x, sizeof(float) * S * D) &&
+               !memcmp(out[r].res, out[0].res, sizeof(float) * S * 4 * D) &&
+               !memcmp(out[r].post, out[0].post, 16 * (size_t)S) && !memcmp(out[r].comb, out[0].comb, 64 * (size_t)S) &&
+               !memcmp(out[r].pre, out[0].pre, 16 * (size_t)S) &&
+               !memcmp(out[r].kt, out[0].kt, 4 * (size_t)S * HM_KEYS) &&
+               !memcmp(out[r].klen, out[0].klen, 8 * (size_t)S) &&
+               (!index || !memcmp(out[r].topk, out[0].topk, 4 * (size_t)S * HM_TOPK_ATTN));
+    printf("  rank %u: %s rank 0's bits (x, res, post, comb, pre, key table%s)\n", r, same ? "holds" : "DOES NOT hold",
+           index ? ", top-k" : "");
+    pass &= same;
+  }
+  rc = pass ? 0 : 1;
+  printf("%s%s\n", pass ? "PASS" : "FAIL", reduced ? note : "");
+done:
+  if (rc == 2) fprintf(stderr, "hsa-mono-check layer: %s\n", hm_errmsg());
+  for (uint32_t r = 0; r < 4; r++) layer_tool_outputs_free(&out[r]);
+  free(normed), free(ids), free(kt_want), free(klen_want);
+  hm_tset_free(&ref), hm_tset_free(&moe);
+  hm_select_state_free(rsel);
+  hm_gen_step_free(&step), hm_gen_step_free(&refs);
+  layer_tool_close(&L);
+  hm_runtime_close(rt);
+  return rc;
+}
