@@ -1,5 +1,5 @@
-/* layer/layer_group.c: a TP group of one whole layer in one process: a thread a rank for the collective
- * and blocking calls, host arrays in and out through a staging buffer, the caches uploaded a call. */
+/* layer/layer_group.c: a TP group of one layer or a chain of layers in one process: a thread a rank for
+ * the collective and blocking calls, host arrays in and out through a staging buffer, caches a call. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,9 +12,23 @@
 
 #define IO_ROWS K1_MAX_ROWS
 
-/* A rank's device tensors (IO_ROWS rows each) and host-visible metadata. */
-enum { B_X, B_RES, B_POST, B_COMB, B_PRE, B_X_OUT, B_RES_OUT, B_POST_OUT, B_COMB_OUT, B_PRE_OUT, B_COUNT };
+/* The seam state a layer boundary carries (device, IO_ROWS rows each), and the metadata a layer
+ * reads (host-visible). */
+enum { B_X, B_RES, B_POST, B_COMB, B_PRE, B_COUNT };
 enum { M_POS, M_SLOT, M_SWA_IDX, M_SWA_LENS, M_T2R, M_TOPK, M_COUNT };
+
+/* One layer of the chain on one rank. */
+struct lslot {
+  hm_layer *layer;
+  void *out[B_COUNT]; /* its outputs: the next layer's inputs */
+  void *meta[M_COUNT];
+  int32_t *bt;
+  size_t bt_bytes;
+  void *swa, *comp; /* SWA in the GPU's memory, the compressed one host-visible (the reference
+                     * select writes it from the host) */
+  size_t swa_bytes, comp_bytes;
+  hm_layer_io io;
+};
 
 struct grank {
   hm_layer_group *g;
@@ -23,16 +37,10 @@ struct grank {
   hm_queue *q;
   hm_heap *heap;
   hm_select_state *sel;
-  bool own_sel;         /* the group made sel (and frees it) */
-  hm_layer *layer;
-  void *buf[B_COUNT];
-  void *meta[M_COUNT];
-  int32_t *bt;
-  size_t bt_bytes;
-  void *swa, *comp;     /* the caches: SWA in the GPU's memory, the compressed one host-visible (the
-                         * reference select writes it from the host) */
-  size_t swa_bytes, comp_bytes;
-  hm_layer_io io;
+  bool own_sel;       /* the group made sel (and frees it) */
+  void *in[B_COUNT];  /* the chain's entry */
+  void *part;         /* an FFN-only step's wo_b part */
+  struct lslot *slot; /* [n] */
   void *stage;
   size_t stage_bytes;
   hm_rank_result res;
@@ -41,14 +49,19 @@ struct grank {
 
 struct hm_layer_group {
   hm_runtime *rt;
-  const hm_layer_weights *w;
+  const hm_layer_weights *const *w; /* [n][tp] */
+  const hm_layer_weights *w1;       /* hm_layer_group_create's, which w points at */
+  uint32_t n, tp, D;
   hm_ffn_config run;
-  uint32_t tp, D;
   hm_boot_group *boot;
   hm_select_state *const *select; /* the caller's states, or NULL (during creation) */
+  /* the operation the rank threads run */
   const hm_step_inputs *in;
   hm_layer_outputs *out;
   uint32_t steps, ranks; /* ranks: the mask of ranks that run the call */
+  uint32_t ffn_layer;
+  const hm_ffn_inputs *ffn_in;
+  hm_ffn_outputs *ffn_out;
   struct grank rank[HM_GROUP_MAX_TP];
 };
 
@@ -62,10 +75,10 @@ static hm_status on_ranks(hm_layer_group *g, void *(*fn)(void *)) {
 static size_t buf_row_bytes(const hm_layer_group *g, int b) {
   const size_t D = g->D;
   switch (b) {
-  case B_X: case B_X_OUT: return D * 2;
-  case B_RES: case B_RES_OUT: return HM_HC * D * 2;
-  case B_POST: case B_PRE: case B_POST_OUT: case B_PRE_OUT: return HM_HC * 4;
-  case B_COMB: case B_COMB_OUT: return HM_HC * HM_HC * 4;
+  case B_X: return D * 2;
+  case B_RES: return HM_HC * D * 2;
+  case B_POST: case B_PRE: return HM_HC * 4;
+  case B_COMB: return HM_HC * HM_HC * 4;
   default: return 0;
   }
 }
@@ -79,20 +92,35 @@ static size_t meta_row_bytes(int m) {
   }
 }
 
-static void free_rank(struct grank *k, hm_runtime *rt) {
-  if (k->layer) hm_layer_destroy(k->layer);
+static void free_rank(struct grank *k, hm_layer_group *g) {
+  hm_runtime *rt = g->rt;
+  for (uint32_t i = 0; k->slot && i < g->n; i++) {
+    struct lslot *s = &k->slot[i];
+    if (s->layer) hm_layer_destroy(s->layer);
+    for (int b = 0; b < B_COUNT; b++)
+      if (s->out[b]) hm_mem_free(rt, s->out[b]);
+    for (int m = 0; m < M_COUNT; m++)
+      if (s->meta[m]) hm_mem_free(rt, s->meta[m]);
+    void *p[] = {s->bt, s->swa, s->comp};
+    for (unsigned j = 0; j < sizeof p / sizeof *p; j++)
+      if (p[j]) hm_mem_free(rt, p[j]);
+  }
+  free(k->slot);
   if (k->heap) hm_heap_destroy(k->heap);
   if (k->sel && k->own_sel) hm_select_state_free(k->sel);
   for (int b = 0; b < B_COUNT; b++)
-    if (k->buf[b]) hm_mem_free(rt, k->buf[b]);
-  for (int m = 0; m < M_COUNT; m++)
-    if (k->meta[m]) hm_mem_free(rt, k->meta[m]);
-  void *p[] = {k->bt, k->swa, k->comp, k->stage};
-  for (unsigned i = 0; i < sizeof p / sizeof *p; i++)
-    if (p[i]) hm_mem_free(rt, p[i]);
+    if (k->in[b]) hm_mem_free(rt, k->in[b]);
+  if (k->part) hm_mem_free(rt, k->part);
+  if (k->stage) hm_mem_free(rt, k->stage);
   if (k->q) hm_queue_destroy(k->q);
-  memset(k->buf, 0, sizeof k->buf), memset(k->meta, 0, sizeof k->meta);
-  k->layer = NULL, k->heap = NULL, k->sel = NULL, k->bt = NULL, k->swa = k->comp = k->stage = NULL, k->q = NULL;
+  memset(k->in, 0, sizeof k->in);
+  k->slot = NULL, k->heap = NULL, k->sel = NULL, k->part = k->stage = NULL, k->q = NULL;
+}
+
+static hm_status alloc_dev(struct grank *k, size_t n, void **p) {
+  hm_status s = hm_mem_alloc(k->agent, HM_POOL_COARSE, n, 256, p);
+  /* zeroed once, so an output a layer does not write reads back as zeros, not as garbage */
+  return s ? s : hm_mem_fill(k->g->rt, *p, 0, n / 4);
 }
 
 static hm_status alloc_io(struct grank *k) {
@@ -101,57 +129,73 @@ static hm_status alloc_io(struct grank *k) {
   size_t stage = 1u << 20;
   for (int b = 0; b < B_COUNT; b++) {
     size_t n = (size_t)IO_ROWS * buf_row_bytes(g, b);
-    if ((s = hm_mem_alloc(k->agent, HM_POOL_COARSE, n, 256, &k->buf[b])) || (s = hm_mem_fill(g->rt, k->buf[b], 0, n / 4)))
-      return s;
+    if ((s = alloc_dev(k, n, &k->in[b]))) return s;
+    for (uint32_t i = 0; i < g->n; i++)
+      if ((s = alloc_dev(k, n, &k->slot[i].out[b]))) return s;
     if (n > stage) stage = n;
   }
-  for (int m = 0; m < M_COUNT; m++)
-    if ((s = hm_mem_alloc(k->agent, HM_POOL_HOST, (size_t)IO_ROWS * meta_row_bytes(m), 0, &k->meta[m]))) return s;
-  /* the largest K1 output fetched whole (q at TP 2: 48 x 32 heads x 512 bf16) */
-  size_t q = (size_t)IO_ROWS * g->w[k->r].dims.heads * K1_HEAD * 2;
-  k->stage_bytes = stage > q ? stage : q;
+  if ((s = alloc_dev(k, (size_t)IO_ROWS * g->D * 2, &k->part))) return s;
+  for (uint32_t i = 0; i < g->n; i++) {
+    for (int m = 0; m < M_COUNT; m++)
+      if ((s = hm_mem_alloc(k->agent, HM_POOL_HOST, (size_t)IO_ROWS * meta_row_bytes(m), 0, &k->slot[i].meta[m])))
+        return s;
+    /* the largest K1 output fetched whole (q at TP 2: 48 x 32 heads x 512 bf16) */
+    size_t q = (size_t)IO_ROWS * g->w[i][k->r].dims.heads * K1_HEAD * 2;
+    if (q > stage) stage = q;
+  }
+  k->stage_bytes = stage;
   return hm_mem_alloc(k->agent, HM_POOL_HOST, k->stage_bytes, 0, &k->stage);
 }
 
 static void *create_rank(void *arg) {
   struct grank *k = arg;
   hm_layer_group *g = k->g;
-  const hm_layer_weights *w = &g->w[k->r];
   hm_status s;
+  if (!(k->slot = calloc(g->n, sizeof *k->slot))) return keep(k, hm_fail(HM_ERR_NO_MEMORY, "layer group"));
   if ((s = hm_queue_create(k->agent, 256, &k->q))) return keep(k, s);
   hm_bootstrap b;
   if ((s = hm_bootstrap_threads(g->boot, &b))) return keep(k, s);
+  /* each layer's K2 reserves two all-reduce regions at 48 rows, plus alignment slack */
   size_t region = hm_allreduce_region_bytes(g->tp, FFN_MAX_ROWS, g->D);
-  hm_heap_config hc = {.rank = k->r, .tp = g->tp, .half_bytes = 2 * region + 4096};
+  hm_heap_config hc = {.rank = k->r, .tp = g->tp, .half_bytes = (size_t)g->n * (2 * region + 4096)};
   s = hm_heap_create(k->agent, &hc, &b, &k->heap);
   hm_bootstrap_release(&b);
   if (s) return keep(k, s);
-  hm_layer_options opt = {.run = g->run};
-  if (hm_config_has(&w->cfg, HM_ROLE_INDEX_SOURCE)) {
-    if (g->select) k->sel = g->select[k->r];
-    else if ((s = hm_select_state_new(&k->sel))) return keep(k, s);
-    else k->own_sel = true;
-    opt.select_ctx = k->sel;
+  for (uint32_t i = 0; i < g->n; i++) {
+    const hm_layer_weights *w = &g->w[i][k->r];
+    hm_layer_options opt = {.run = g->run};
+    if (hm_config_has(&w->cfg, HM_ROLE_INDEX_SOURCE)) {
+      if (!k->sel && g->select) k->sel = g->select[k->r];
+      else if (!k->sel && !(s = hm_select_state_new(&k->sel))) k->own_sel = true;
+      if (s) return keep(k, s);
+      opt.select_ctx = k->sel;
+    }
+    if ((s = hm_layer_create(k->heap, w, &opt, &k->slot[i].layer))) return keep(k, s);
   }
-  if ((s = hm_layer_create(k->heap, w, &opt, &k->layer))) return keep(k, s);
   return keep(k, alloc_io(k));
 }
 
-hm_status hm_layer_group_create(hm_runtime *rt, const hm_layer_weights *w, uint32_t tp, const hm_ffn_config *run,
-                                hm_select_state *const *select, hm_layer_group **out) {
-  if (!rt || !w || !out || tp < 1 || tp > HM_GROUP_MAX_TP)
+static hm_status create(hm_runtime *rt, const hm_layer_weights *const *w, const hm_layer_weights *w1, uint32_t n,
+                        uint32_t tp, const hm_ffn_config *run, hm_select_state *const *select, hm_layer_group **out) {
+  if (!rt || !w || !out || n < 1 || n > HM_MAX_LAYERS || tp < 1 || tp > HM_GROUP_MAX_TP)
     return hm_fail(HM_ERR_INVALID_ARG, "hm_layer_group_create: arguments");
   *out = NULL;
   if (hm_agent_count(rt) < tp)
     return hm_fail(HM_ERR_INVALID_ARG, "layer group: TP %u needs %u GPU agents, the runtime has %u", tp, tp,
                    hm_agent_count(rt));
-  for (uint32_t r = 0; r < tp; r++)
-    if (w[r].rank != r || w[r].dims.tp != tp)
-      return hm_fail(HM_ERR_INVALID_ARG, "layer group: w[%u] holds rank %u of TP %u, the group wants rank %u of TP %u",
-                     r, w[r].rank, w[r].dims.tp, r, tp);
+  for (uint32_t i = 0; i < n; i++)
+    for (uint32_t r = 0; r < tp; r++) {
+      if (!w[i]) return hm_fail(HM_ERR_INVALID_ARG, "layer group: no weights for chain layer %u", i);
+      if (w[i][r].rank != r || w[i][r].dims.tp != tp)
+        return hm_fail(HM_ERR_INVALID_ARG,
+                       "layer group: layer %u's w[%u] holds rank %u of TP %u, the group wants rank %u of TP %u", i, r,
+                       w[i][r].rank, w[i][r].dims.tp, r, tp);
+      if (w[i][r].cfg.hidden != w[0][0].cfg.hidden)
+        return hm_fail(HM_ERR_INVALID_ARG, "layer group: the chain's layers differ in hidden size");
+    }
   hm_layer_group *g = calloc(1, sizeof *g);
   if (!g) return hm_fail(HM_ERR_NO_MEMORY, "layer group");
-  g->rt = rt, g->w = w, g->tp = tp, g->D = w[0].cfg.hidden;
+  g->rt = rt, g->w1 = w1, g->w = w1 ? &g->w1 : w, g->n = n, g->tp = tp, g->D = w[0][0].cfg.hidden;
   if (run) g->run = *run;
   hm_status s = hm_boot_group_create(tp, &g->boot);
   if (s) {
@@ -172,16 +216,32 @@ hm_status hm_layer_group_create(hm_runtime *rt, const hm_layer_weights *w, uint3
   return HM_OK;
 }
 
+hm_status hm_layer_group_create(hm_runtime *rt, const hm_layer_weights *w, uint32_t tp, const hm_ffn_config *run,
+                                hm_select_state *const *select, hm_layer_group **out) {
+  if (!w) return hm_fail(HM_ERR_INVALID_ARG, "hm_layer_group_create: NULL weights");
+  const hm_layer_weights *const one[1] = {w};
+  return create(rt, one, w, 1, tp, run, select, out);
+}
+
+hm_status hm_layer_group_create_chain(hm_runtime *rt, const hm_layer_weights *const *w, uint32_t n, uint32_t tp,
+                                      const hm_ffn_config *run, hm_select_state *const *select, hm_layer_group **out) {
+  return create(rt, w, NULL, n, tp, run, select, out);
+}
+
 void hm_layer_group_destroy(hm_layer_group *g) {
   if (!g) return;
-  for (uint32_t r = 0; r < g->tp; r++) free_rank(&g->rank[r], g->rt);
+  for (uint32_t r = 0; r < g->tp; r++) free_rank(&g->rank[r], g);
   free(g);
 }
 
+uint32_t hm_layer_group_layers(const hm_layer_group *g) { return g ? g->n : 0; }
 hm_select_state *hm_layer_group_select_state(hm_layer_group *g, uint32_t r) {
   return g && r < g->tp ? g->rank[r].sel : NULL;
 }
-hm_layer *hm_layer_group_rank(hm_layer_group *g, uint32_t r) { return g && r < g->tp ? g->rank[r].layer : NULL; }
+hm_layer *hm_layer_group_layer(hm_layer_group *g, uint32_t i, uint32_t r) {
+  return g && i < g->n && r < g->tp && g->rank[r].slot ? g->rank[r].slot[i].layer : NULL;
+}
+hm_layer *hm_layer_group_rank(hm_layer_group *g, uint32_t r) { return hm_layer_group_layer(g, 0, r); }
 hm_agent *hm_layer_group_agent(hm_layer_group *g, uint32_t r) { return g && r < g->tp ? g->rank[r].agent : NULL; }
 hm_heap *hm_layer_group_heap(hm_layer_group *g, uint32_t r) { return g && r < g->tp ? g->rank[r].heap : NULL; }
 
@@ -232,20 +292,20 @@ static hm_status size_cache(struct grank *k, void **p, size_t *have, uint64_t by
   return HM_OK;
 }
 
-static hm_status upload_meta(struct grank *k, const hm_step_inputs *in) {
+static hm_status upload_meta(struct grank *k, struct lslot *sl, const hm_step_inputs *in) {
   const uint32_t S = in->S;
-  hm_k1_meta *m = &k->io.meta;
+  hm_k1_meta *m = &sl->io.meta;
   memset(m, 0, sizeof *m);
   const void *src[M_COUNT] = {in->positions, in->slot_mapping, in->swa_indices, in->swa_lens, in->token_to_req,
                               in->topk};
   for (int i = 0; i < M_COUNT; i++)
-    if (src[i]) memcpy(k->meta[i], src[i], (size_t)S * meta_row_bytes(i));
-  m->positions = in->positions ? k->meta[M_POS] : NULL;
-  m->slot_mapping = in->slot_mapping ? k->meta[M_SLOT] : NULL;
-  m->swa_indices = in->swa_indices ? k->meta[M_SWA_IDX] : NULL;
-  m->swa_lens = in->swa_lens ? k->meta[M_SWA_LENS] : NULL;
-  m->token_to_req = in->token_to_req ? k->meta[M_T2R] : NULL;
-  m->topk = in->topk ? k->meta[M_TOPK] : NULL;
+    if (src[i]) memcpy(sl->meta[i], src[i], (size_t)S * meta_row_bytes(i));
+  m->positions = in->positions ? sl->meta[M_POS] : NULL;
+  m->slot_mapping = in->slot_mapping ? sl->meta[M_SLOT] : NULL;
+  m->swa_indices = in->swa_indices ? sl->meta[M_SWA_IDX] : NULL;
+  m->swa_lens = in->swa_lens ? sl->meta[M_SWA_LENS] : NULL;
+  m->token_to_req = in->token_to_req ? sl->meta[M_T2R] : NULL;
+  m->topk = in->topk ? sl->meta[M_TOPK] : NULL;
   int64_t reqs = 0;
   for (uint32_t t = 0; in->token_to_req && t < S; t++)
     if ((int64_t)in->token_to_req[t] + 1 > reqs) reqs = (int64_t)in->token_to_req[t] + 1;
@@ -253,62 +313,81 @@ static hm_status upload_meta(struct grank *k, const hm_step_inputs *in) {
   m->comp_block = in->comp.block_size, m->comp_blocks = in->comp.blocks;
   size_t bt = (size_t)m->requests * in->bt_stride * 4;
   if (in->block_table && bt) {
-    if (bt > k->bt_bytes) {
-      if (k->bt) hm_mem_free(k->g->rt, k->bt), k->bt = NULL, k->bt_bytes = 0;
-      hm_status s = hm_mem_alloc(k->agent, HM_POOL_HOST, bt, 0, (void **)&k->bt);
+    if (bt > sl->bt_bytes) {
+      if (sl->bt) hm_mem_free(k->g->rt, sl->bt), sl->bt = NULL, sl->bt_bytes = 0;
+      hm_status s = hm_mem_alloc(k->agent, HM_POOL_HOST, bt, 0, (void **)&sl->bt);
       if (s) return hm_fail_prefix(s, "layer group: rank %u's block table", k->r);
-      k->bt_bytes = bt;
+      sl->bt_bytes = bt;
     }
-    memcpy(k->bt, in->block_table, bt);
-    m->block_table = k->bt;
+    memcpy(sl->bt, in->block_table, bt);
+    m->block_table = sl->bt;
   }
   return HM_OK;
 }
 
-/* A step's whole input: the seam state, the metadata, the caller's caches. */
+/* A layer's view of its inputs: layer 0 the chain's entry buffers, a later one its predecessor's
+ * outputs; the model's first layer reads no residual or mixes. */
+static void bind_inputs(struct grank *k, uint32_t i, bool first) {
+  struct lslot *sl = &k->slot[i];
+  void *const *src = i == 0 ? k->in : k->slot[i - 1].out;
+  hm_layer_io *io = &sl->io;
+  io->x = src[B_X], io->res = first ? NULL : src[B_RES];
+  io->post = first ? NULL : src[B_POST], io->comb = first ? NULL : src[B_COMB], io->pre = first ? NULL : src[B_PRE];
+  io->x_out = sl->out[B_X], io->res_out = sl->out[B_RES], io->post_out = sl->out[B_POST];
+  io->comb_out = sl->out[B_COMB], io->pre_out = sl->out[B_PRE];
+}
+
+static bool is_first(const hm_layer_group *g, uint32_t i, const hm_step_inputs *in) {
+  return i == 0 && (hm_config_has(&g->w[0][0].cfg, HM_ROLE_FIRST) || !in->res);
+}
+
+/* A step's whole input: the chain's entry seam state, every layer's metadata and caches. */
 static hm_status upload(struct grank *k, const hm_step_inputs *in) {
   hm_layer_group *g = k->g;
-  const uint32_t S = in->S, D = g->D;
-  const bool first = hm_config_has(&g->w[0].cfg, HM_ROLE_FIRST) || !in->res;
+  const uint32_t S = in[0].S, D = g->D;
+  const bool first = is_first(g, 0, in);
   hm_status s;
-  if ((s = put_bf16(k, k->buf[B_X], in->x, (uint64_t)S * D))) return s;
-  if (!first && ((s = put_bf16(k, k->buf[B_RES], in->res, (uint64_t)S * HM_HC * D)) ||
-                 (s = put(k, k->buf[B_POST], in->post, (size_t)S * HM_HC * 4)) ||
-                 (s = put(k, k->buf[B_COMB], in->comb, (size_t)S * HM_HC * HM_HC * 4)) ||
-                 (s = put(k, k->buf[B_PRE], in->pre, (size_t)S * HM_HC * 4))))
+  if ((s = put_bf16(k, k->in[B_X], in[0].x, (uint64_t)S * D))) return s;
+  if (!first && ((s = put_bf16(k, k->in[B_RES], in[0].res, (uint64_t)S * HM_HC * D)) ||
+                 (s = put(k, k->in[B_POST], in[0].post, (size_t)S * HM_HC * 4)) ||
+                 (s = put(k, k->in[B_COMB], in[0].comb, (size_t)S * HM_HC * HM_HC * 4)) ||
+                 (s = put(k, k->in[B_PRE], in[0].pre, (size_t)S * HM_HC * 4))))
     return s;
-  const uint64_t sb = cache_bytes(&in->swa), cb = cache_bytes(&in->comp);
-  if ((s = size_cache(k, &k->swa, &k->swa_bytes, sb, HM_POOL_COARSE)) || (s = put(k, k->swa, in->swa.base, sb)))
-    return s;
-  if (cb && ((s = size_cache(k, &k->comp, &k->comp_bytes, cb, HM_POOL_HOST)) || (s = put(k, k->comp, in->comp.base, cb))))
-    return s;
-  if ((s = upload_meta(k, in))) return s;
-  hm_layer_io *io = &k->io;
-  io->rows = S, io->prefills = 0;
-  io->x = k->buf[B_X], io->res = first ? NULL : k->buf[B_RES];
-  io->post = first ? NULL : k->buf[B_POST], io->comb = first ? NULL : k->buf[B_COMB];
-  io->pre = first ? NULL : k->buf[B_PRE];
-  io->x_out = k->buf[B_X_OUT], io->res_out = k->buf[B_RES_OUT], io->post_out = k->buf[B_POST_OUT];
-  io->comb_out = k->buf[B_COMB_OUT], io->pre_out = k->buf[B_PRE_OUT];
-  io->swa = (hm_k1_cache){k->swa, in->swa.block_stride, in->swa.block_size, in->swa.blocks};
-  io->comp = cb ? (hm_k1_cache){k->comp, in->comp.block_stride, in->comp.block_size, in->comp.blocks} : (hm_k1_cache){0};
-  io->engram_hashes = in->engram_hashes, io->engram_mask = in->engram_mask, io->engram_table = in->engram_table;
+  for (uint32_t i = 0; i < g->n; i++) {
+    struct lslot *sl = &k->slot[i];
+    const hm_step_inputs *li = &in[i];
+    const uint64_t sb = cache_bytes(&li->swa), cb = cache_bytes(&li->comp);
+    if ((s = size_cache(k, &sl->swa, &sl->swa_bytes, sb, HM_POOL_COARSE)) || (s = put(k, sl->swa, li->swa.base, sb)))
+      return s;
+    if (cb && ((s = size_cache(k, &sl->comp, &sl->comp_bytes, cb, HM_POOL_HOST)) ||
+               (s = put(k, sl->comp, li->comp.base, cb))))
+      return s;
+    if ((s = upload_meta(k, sl, li))) return s;
+    hm_layer_io *io = &sl->io;
+    io->rows = S, io->prefills = 0;
+    bind_inputs(k, i, is_first(g, i, in));
+    io->swa = (hm_k1_cache){sl->swa, li->swa.block_stride, li->swa.block_size, li->swa.blocks};
+    io->comp = cb ? (hm_k1_cache){sl->comp, li->comp.block_stride, li->comp.block_size, li->comp.blocks}
+                  : (hm_k1_cache){0};
+    io->engram_hashes = li->engram_hashes, io->engram_mask = li->engram_mask, io->engram_table = li->engram_table;
+  }
   return HM_OK;
 }
 
-static hm_status download(struct grank *k, const hm_step_inputs *in, const hm_layer_outputs *o) {
+static hm_status download(struct grank *k, uint32_t i, const hm_step_inputs *in, const hm_layer_outputs *o) {
   hm_layer_group *g = k->g;
-  const uint64_t S = in->S, D = g->D, H = g->w[k->r].dims.heads;
-  const hm_k1_io *k1 = hm_layer_k1_io(k->layer);
+  const struct lslot *sl = &k->slot[i];
+  const uint64_t S = in->S, D = g->D, H = g->w[i][k->r].dims.heads;
+  const hm_k1_io *k1 = hm_layer_k1_io(sl->layer);
   hm_status s = HM_OK;
-  if (o->x) s = get_bf16(k, o->x, k->buf[B_X_OUT], S * D);
-  if (!s && o->res) s = get_bf16(k, o->res, k->buf[B_RES_OUT], S * HM_HC * D);
-  if (!s && o->post) s = get(k, o->post, k->buf[B_POST_OUT], (size_t)S * HM_HC * 4);
-  if (!s && o->comb) s = get(k, o->comb, k->buf[B_COMB_OUT], (size_t)S * HM_HC * HM_HC * 4);
-  if (!s && o->pre) s = get(k, o->pre, k->buf[B_PRE_OUT], (size_t)S * HM_HC * 4);
-  if (!s && o->swa) s = get(k, o->swa, k->swa, cache_bytes(&in->swa));
-  if (!s && o->comp && cache_bytes(&in->comp)) s = get(k, o->comp, k->comp, cache_bytes(&in->comp));
-  if (!s && o->topk && hm_layer_topk(k->layer)) memcpy(o->topk, hm_layer_topk(k->layer), (size_t)S * K1_TOPK * 4);
+  if (o->x) s = get_bf16(k, o->x, sl->out[B_X], S * D);
+  if (!s && o->res) s = get_bf16(k, o->res, sl->out[B_RES], S * HM_HC * D);
+  if (!s && o->post) s = get(k, o->post, sl->out[B_POST], (size_t)S * HM_HC * 4);
+  if (!s && o->comb) s = get(k, o->comb, sl->out[B_COMB], (size_t)S * HM_HC * HM_HC * 4);
+  if (!s && o->pre) s = get(k, o->pre, sl->out[B_PRE], (size_t)S * HM_HC * 4);
+  if (!s && o->swa) s = get(k, o->swa, sl->swa, cache_bytes(&in->swa));
+  if (!s && o->comp && cache_bytes(&in->comp)) s = get(k, o->comp, sl->comp, cache_bytes(&in->comp));
+  if (!s && o->topk && hm_layer_topk(sl->layer)) memcpy(o->topk, hm_layer_topk(sl->layer), (size_t)S * K1_TOPK * 4);
   if (!s && o->q) s = get_bf16(k, o->q, k1->q, S * H * K1_HEAD);
   if (!s && o->kt) s = get(k, o->kt, k1->kt, (size_t)S * K1_KEYS * 4);
   if (!s && o->klen) s = get(k, o->klen, k1->klen, (size_t)S * 2 * 4);
@@ -322,12 +401,16 @@ static hm_status download(struct grank *k, const hm_step_inputs *in, const hm_la
 /* ---------------------------------------------------------------- steps */
 
 static hm_status check_inputs(const hm_layer_group *g, const hm_step_inputs *in) {
-  if (!in || in->S < 1 || in->S > IO_ROWS || !in->x)
+  if (!in || in[0].S < 1 || in[0].S > IO_ROWS || !in[0].x)
     return hm_fail(HM_ERR_INVALID_ARG, "layer group: inputs (rows 1..%u, x)", IO_ROWS);
-  bool first = hm_config_has(&g->w[0].cfg, HM_ROLE_FIRST) || !in->res;
-  if (!first && (!in->post || !in->comb || !in->pre))
+  if (!is_first(g, 0, in) && (!in[0].post || !in[0].comb || !in[0].pre))
     return hm_fail(HM_ERR_INVALID_ARG, "layer group: a later layer needs res, post, comb and pre");
-  if (!in->swa.base || !cache_bytes(&in->swa)) return hm_fail(HM_ERR_INVALID_ARG, "layer group: no SWA cache");
+  for (uint32_t i = 0; i < g->n; i++) {
+    if (in[i].S != in[0].S)
+      return hm_fail(HM_ERR_INVALID_ARG, "layer group: chain layer %u has %u rows, layer 0 %u", i, in[i].S, in[0].S);
+    if (!in[i].swa.base || !cache_bytes(&in[i].swa))
+      return hm_fail(HM_ERR_INVALID_ARG, "layer group: chain layer %u has no SWA cache", i);
+  }
   return HM_OK;
 }
 
@@ -338,68 +421,123 @@ static void *step_rank(void *arg) {
   hm_status s = upload(k, g->in);
   if (s) return keep(k, s);
   double t = 0;
-  for (uint32_t i = 0; i < g->steps; i++) {
+  for (uint32_t n = 0; n < g->steps; n++) {
     double t0 = hm_group_now_ns();
-    s = hm_layer_step(k->layer, k->q, &k->io);
+    for (uint32_t i = 0; i < g->n; i++)
+      if ((s = hm_layer_step(k->slot[i].layer, k->q, &k->slot[i].io))) return keep(k, s);
     t += hm_group_now_ns() - t0;
-    if (s) return keep(k, s);
   }
   k->ns = t / g->steps;
-  return keep(k, g->out ? download(k, g->in, &g->out[k->r]) : HM_OK);
+  for (uint32_t i = 0; g->out && i < g->n; i++)
+    if ((s = download(k, i, &g->in[i], &g->out[i * g->tp + k->r]))) return keep(k, s);
+  return keep(k, HM_OK);
+}
+
+static hm_status run_steps(hm_layer_group *g, const hm_step_inputs *in, uint32_t steps, uint32_t ranks,
+                           hm_layer_outputs *out) {
+  hm_status s = check_inputs(g, in);
+  if (s) return s;
+  g->in = in, g->out = out, g->steps = steps ? steps : 1, g->ranks = ranks;
+  s = on_ranks(g, step_rank);
+  g->in = NULL, g->out = NULL;
+  return s;
 }
 
 hm_status hm_layer_group_step(hm_layer_group *g, const hm_step_inputs *in, uint32_t steps, hm_layer_outputs *out,
                               double *ns) {
   if (!g) return hm_fail(HM_ERR_INVALID_ARG, "hm_layer_group_step: NULL group");
-  hm_status s = check_inputs(g, in);
-  if (s) return s;
-  g->in = in, g->out = out, g->steps = steps ? steps : 1, g->ranks = ~0u;
-  s = on_ranks(g, step_rank);
-  g->in = NULL, g->out = NULL;
-  if (s) return s;
-  if (ns) *ns = g->rank[0].ns;
-  return HM_OK;
+  hm_status s = run_steps(g, in, steps, ~0u, out);
+  if (!s && ns) *ns = g->rank[0].ns;
+  return s;
 }
 
 hm_status hm_layer_group_step_ranks(hm_layer_group *g, const hm_step_inputs *in, uint32_t ranks, hm_layer_outputs *out) {
   if (!g) return hm_fail(HM_ERR_INVALID_ARG, "hm_layer_group_step_ranks: NULL group");
-  hm_status s = check_inputs(g, in);
-  if (s) return s;
-  g->in = in, g->out = out, g->steps = 1, g->ranks = ranks;
-  s = on_ranks(g, step_rank);
-  g->in = NULL, g->out = NULL;
+  return run_steps(g, in, 1, ranks, out);
+}
+
+/* ---------------------------------------------------------------- FFN-only steps */
+
+static void *ffn_rank(void *arg) {
+  struct grank *k = arg;
+  hm_layer_group *g = k->g;
+  const hm_ffn_inputs *in = g->ffn_in;
+  const uint32_t S = in->rows, D = g->D;
+  struct lslot *sl = &k->slot[g->ffn_layer];
+  hm_status s;
+  if ((s = put_bf16(k, k->part, in->parts[k->r], (uint64_t)S * D)) ||
+      (s = put_bf16(k, k->in[B_RES], in->res, (uint64_t)S * HM_HC * D)) ||
+      (s = put(k, k->in[B_POST], in->post, (size_t)S * HM_HC * 4)) ||
+      (s = put(k, k->in[B_COMB], in->comb, (size_t)S * HM_HC * HM_HC * 4)) ||
+      (s = put(k, k->in[B_PRE], in->pre, (size_t)S * HM_HC * 4)))
+    return keep(k, s);
+  hm_ffn_io io = {.rows = S, .part = k->part, .res_in = k->in[B_RES], .post_in = k->in[B_POST],
+                  .comb_in = k->in[B_COMB], .pre_in = k->in[B_PRE], .out = sl->out[B_X], .res_out = sl->out[B_RES],
+                  .post_out = sl->out[B_POST], .comb_out = sl->out[B_COMB], .pre_out = sl->out[B_PRE]};
+  if ((s = hm_layer_ffn_step(sl->layer, k->q, &io))) return keep(k, s);
+  if (!g->ffn_out) return keep(k, HM_OK);
+  const hm_ffn_outputs *o = &g->ffn_out[k->r];
+  if (o->x) s = get_bf16(k, o->x, sl->out[B_X], (uint64_t)S * D);
+  if (!s && o->res) s = get_bf16(k, o->res, sl->out[B_RES], (uint64_t)S * HM_HC * D);
+  if (!s && o->post) s = get(k, o->post, sl->out[B_POST], (size_t)S * HM_HC * 4);
+  if (!s && o->comb) s = get(k, o->comb, sl->out[B_COMB], (size_t)S * HM_HC * HM_HC * 4);
+  if (!s && o->pre) s = get(k, o->pre, sl->out[B_PRE], (size_t)S * HM_HC * 4);
+  return keep(k, s);
+}
+
+hm_status hm_layer_group_ffn_step(hm_layer_group *g, uint32_t layer, const hm_ffn_inputs *in, hm_ffn_outputs *out) {
+  if (!g || !in || layer >= g->n) return hm_fail(HM_ERR_INVALID_ARG, "hm_layer_group_ffn_step: arguments");
+  if (in->rows < 1 || in->rows > IO_ROWS || !in->res || !in->post || !in->comb || !in->pre)
+    return hm_fail(HM_ERR_INVALID_ARG, "layer group: FFN-only inputs (rows 1..%u, every array)", IO_ROWS);
+  for (uint32_t r = 0; r < g->tp; r++)
+    if (!in->parts[r]) return hm_fail(HM_ERR_INVALID_ARG, "layer group: no part for rank %u", r);
+  g->ffn_in = in, g->ffn_out = out, g->ffn_layer = layer;
+  hm_status s = on_ranks(g, ffn_rank);
+  g->ffn_in = NULL, g->ffn_out = NULL;
   return s;
 }
+
+/* ---------------------------------------------------------------- recorded chains */
 
 hm_status hm_layer_group_replay(hm_layer_group *g, const hm_step_inputs *in, uint32_t replays, hm_layer_outputs *out,
                                 hm_layer_replay_check check, void *ctx) {
   if (!g || !out) return hm_fail(HM_ERR_INVALID_ARG, "hm_layer_group_replay: NULL argument");
   hm_status s = check_inputs(g, in);
   if (s) return s;
-  const uint64_t timeout = g->run.step_timeout_ns ? g->run.step_timeout_ns
-                           : hm_runtime_is_sim(g->rt) ? 600000000000ull
-                                                      : 20000000000ull;
+  const uint64_t timeout = g->run.step_timeout_ns ? (uint64_t)g->n * g->run.step_timeout_ns
+                           : hm_runtime_is_sim(g->rt) ? 600000000000ull * g->n
+                                                      : 20000000000ull * g->n;
   hm_chain *c[HM_GROUP_MAX_TP] = {0};
   for (uint32_t r = 0; r < g->tp; r++) {
     struct grank *k = &g->rank[r];
-    if ((s = upload(k, in)) || (s = hm_chain_create(k->q, &c[r])) || (s = hm_layer_record(k->layer, c[r], &k->io))) {
+    if ((s = upload(k, in)) || (s = hm_chain_create(k->q, &c[r]))) {
       s = hm_fail_prefix(s, "rank %u", r);
       goto done;
     }
+    for (uint32_t i = 0; i < g->n; i++)
+      if ((s = hm_layer_record(k->slot[i].layer, c[r], &k->slot[i].io))) {
+        s = hm_fail_prefix(s, "rank %u", r);
+        goto done;
+      }
   }
-  for (uint32_t i = 0; i < replays; i++) {
-    /* every rank's chain in flight at once: K2 all-reduces across the ranks */
+  for (uint32_t n = 0; n < replays; n++) {
+    /* every rank's chain in flight at once: each K2 all-reduces across the ranks */
     for (uint32_t r = 0; r < g->tp; r++)
       if ((s = hm_chain_replay(c[r]))) goto done;
     for (uint32_t r = 0; r < g->tp; r++) {
       struct grank *k = &g->rank[r];
-      if ((s = hm_chain_wait(c[r], timeout)) || (s = hm_queue_status(k->q)) ||
-          (s = hm_ffn_status(hm_layer_k2(k->layer))) || (s = download(k, in, &out[r]))) {
-        s = hm_fail_prefix(s, "rank %u: replay %u", r, i);
+      if ((s = hm_chain_wait(c[r], timeout)) || (s = hm_queue_status(k->q))) {
+        s = hm_fail_prefix(s, "rank %u: replay %u", r, n);
         goto done;
       }
-      if (check && check(ctx, i, r, &out[r])) {
-        s = hm_fail(HM_ERR_RUNTIME, "layer group: replay %u of rank %u failed its check", i, r);
+      for (uint32_t i = 0; i < g->n; i++)
+        if ((s = hm_ffn_status(hm_layer_k2(k->slot[i].layer)))) {
+          s = hm_fail_prefix(s, "rank %u: replay %u", r, n);
+          goto done;
+        }
+      if ((s = download(k, g->n - 1, &in[g->n - 1], &out[r]))) goto done;
+      if (check && check(ctx, n, r, &out[r])) {
+        s = hm_fail(HM_ERR_RUNTIME, "layer group: replay %u of rank %u failed its check", n, r);
         goto done;
       }
     }

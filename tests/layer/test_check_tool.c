@@ -1,6 +1,5 @@
-/* tests/layer/test_check_tool.c: `hsa-mono-check ref` as a user runs it: the files it writes (inputs,
- * weights a rank, a file a stage) read back with the library's reader; `hsa-mono-check ffn` and
- * `hsa-mono-check k1` on the software agent; their refusals. */
+/* tests/layer/test_check_tool.c: `hsa-mono-check ref` as a user runs it: the files it writes read back
+ * with the library's reader; ffn, k1, layer and model on the software agent; their refusals. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +18,41 @@ static int run(const char *args) {
   snprintf(cmd, sizeof cmd, "%s %s >/dev/null 2>&1", bin, args);
   int rc = system(cmd);
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+/* Runs `HSAMONO_RUNTIME=sim hsa-mono-check args`, its output (stdout and stderr) into the log and into
+ * out (caller frees); the exit status. */
+static int run_sim(const char *args, char **out) {
+  const char *bin = getenv("HSAMONO_CHECK_BIN");
+  ck_assert_msg(bin != NULL, "HSAMONO_CHECK_BIN not set");
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "HSAMONO_RUNTIME=sim %s %s 2>&1", bin, args);
+  FILE *p = popen(cmd, "r");
+  ck_assert_ptr_nonnull(p);
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap);
+  for (size_t r; (r = fread(buf + n, 1, cap - 1 - n, p)) > 0;) {
+    n += r;
+    if (n + 1 == cap) buf = realloc(buf, cap *= 2);
+  }
+  buf[n] = 0;
+  fputs(buf, stderr); /* the log shows what the tool printed */
+  int rc = pclose(p);
+  *out = buf;
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+/* How many lines of out start with "  name " and hold " ok ". */
+static unsigned ok_lines(const char *out, const char *name) {
+  unsigned n = 0;
+  size_t k = strlen(name);
+  for (const char *l = out; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : NULL)
+    if (!strncmp(l, "  ", 2) && !strncmp(l + 2, name, k) && l[2 + k] == ' ') {
+      const char *e = strchr(l, '\n');
+      const char *ok = strstr(l, " ok ");
+      n += ok && (!e || ok < e);
+    }
+  return n;
 }
 
 static hm_st_file *open_in(const char *sub, const char *file) {
@@ -137,6 +171,79 @@ START_TEST(k1_harness) {
 }
 END_TEST
 
+/* The whole-layer harness on the software agent, a line a check: a tiny REUSE layer (ratio 2), an
+ * index source (the select step and keylist launch) and layer 0 (the embedding) pass, every output
+ * within its tolerance and every rank holding rank 0's bits. */
+START_TEST(layer_harness) {
+  static const struct {
+    const char *args;
+    bool index;
+  } runs[] = {{"layer --config tiny --layer 3 --tp 2 --rows 3", false},
+              {"layer --config tiny --layer 2 --tp 2 --rows 4 --reqs 2 --ctx 90", true},
+              {"layer --config tiny --layer 0 --tp 4 --rows 2", false}};
+  static const char *const checks[] = {"x.tokens", "x.route", "x.own", "route", "normed", "res", "post",
+                                       "comb",     "pre",     "kt",    "klen"};
+  for (unsigned i = 0; i < sizeof runs / sizeof *runs; i++) {
+    char *out;
+    ck_assert_msg(run_sim(runs[i].args, &out) == 0, "hsa-mono-check %s failed", runs[i].args);
+    for (unsigned j = 0; j < sizeof checks / sizeof *checks; j++)
+      ck_assert_msg(ok_lines(out, checks[j]) == 1, "%s: no single ok line for %s", runs[i].args, checks[j]);
+    ck_assert_uint_eq(ok_lines(out, "topk"), runs[i].index);
+    ck_assert_ptr_nonnull(strstr(out, "  x        max_abs")); /* the whole chain's figures */
+    ck_assert_ptr_nonnull(strstr(out, "rank 1: holds rank 0's bits"));
+    ck_assert_ptr_nonnull(strstr(out, "\nPASS\n"));
+    free(out);
+  }
+}
+END_TEST
+
+/* Layers 2-4 chained over two steps (a kv + index source whose top-k and compressed cache the REUSE
+ * layers after it read, caches kept across the steps): every step and layer reported, within budget. */
+START_TEST(model_chain) {
+  char *out;
+  ck_assert_int_eq(run_sim("model --config tiny --layers 2-4 --tp 2 --rows 2 --steps 2", &out), 0);
+  for (unsigned s = 0; s < 2; s++)
+    for (unsigned l = 2; l <= 4; l++) {
+      char head[64];
+      snprintf(head, sizeof head, "step %u, layer %u (", s, l);
+      ck_assert_msg(strstr(out, head) != NULL, "no report of %s", head);
+    }
+  /* a layer's x, x.own, route, res, post, comb, pre in each of the 6 (steps x layers); the index
+   * source's top-k in each step */
+  static const char *const checks[] = {"x", "x.own", "route", "res", "post", "comb", "pre"};
+  for (unsigned j = 0; j < sizeof checks / sizeof *checks; j++)
+    ck_assert_msg(ok_lines(out, checks[j]) == 6, "%s: %u ok lines, not 6", checks[j], ok_lines(out, checks[j]));
+  ck_assert_uint_eq(ok_lines(out, "topk"), 2);
+  ck_assert_ptr_nonnull(strstr(out, "\nPASS: 2 steps of layers 2-4"));
+  free(out);
+}
+END_TEST
+
+/* Bad usage of layer and model: exit status 2 and a line saying why (the usage or the reason). */
+START_TEST(layer_model_refusals) {
+  static const char *const bad[] = {
+      "layer --config tiny --tp 2 --rows 2",                    /* no layer */
+      "layer --config tiny --layer 3 --tp 3 --rows 2",          /* TP 3 */
+      "layer --config tiny --layer 3 --tp 2 --rows 49",         /* rows past 48 */
+      "layer --config tiny --layer 3 --tp 2 --rows 2x",         /* not a number */
+      "layer --config tiny --layer 43 --tp 2 --rows 2",         /* no layer 43 */
+      "layer --config tiny --layer 3 --tp 2 --rows 3 --reqs 2", /* rows not in whole requests */
+      "model --config tiny --layers 4-2 --tp 2 --rows 2",       /* a backward range */
+      "model --config tiny --layers 2 --tp 2 --rows 2",         /* not a range */
+      "model --config tiny --layers 2-4 --tp 2 --rows 2 --steps 0",
+      "model --config tiny --layers 2-4 --tp 2 --rows 2 --ctx 4090 --steps 8", /* past the caches */
+      "model --config big --layers 2-4 --tp 2 --rows 2"};       /* no such config */
+  for (unsigned i = 0; i < sizeof bad / sizeof *bad; i++) {
+    char *out;
+    ck_assert_msg(run_sim(bad[i], &out) == 2, "%s: not exit status 2", bad[i]);
+    ck_assert_msg(strstr(out, "usage: hsa-mono-check") || strstr(out, "hsa-mono-check layer: ") ||
+                      strstr(out, "hsa-mono-check model: "),
+                  "%s: no message", bad[i]);
+    free(out);
+  }
+}
+END_TEST
+
 Suite *hm_test_suite(void) {
   Suite *s = suite_create("layer-check-tool");
   TCase *tc = tcase_create("tool");
@@ -144,6 +251,9 @@ Suite *hm_test_suite(void) {
   tcase_add_test(tc, ref_layer_files);
   tcase_add_test(tc, ffn_harness);
   tcase_add_test(tc, k1_harness);
+  tcase_add_test(tc, layer_harness);
+  tcase_add_test(tc, model_chain);
+  tcase_add_test(tc, layer_model_refusals);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -414,7 +414,7 @@ START_TEST(full_dims_tp2) {
 END_TEST
 
 /* 1,000 replays of a recorded whole step (K1 and K2 on one queue, packets only) give the first
- * step's bits on every rank every time; 100 under chaos, where the agent is slower. */
+ * step's bits on every rank every time; 30 under chaos, where the agent is several times slower. */
 typedef struct replay_ctx {
   const hm_layer_outputs *first;
   uint32_t S, D;
@@ -448,7 +448,7 @@ static void replays_of(int32_t layer, uint32_t S) {
   }
   replay_ctx rc = {c.o, S, L.cfg.hidden};
   const char *chaos = getenv("HSAMONO_SIM_CHAOS");
-  uint32_t replays = chaos && *chaos ? 100 : 1000;
+  uint32_t replays = chaos && *chaos ? 30 : 1000;
   hm_status st = hm_layer_group_replay(L.g, &c.step.in, replays, o, same_as_first, &rc);
   ck_assert_msg(st == HM_OK, "%s", hm_errmsg());
   for (uint32_t r = 0; r < 2; r++) free(o[r].x), free(o[r].res), free(o[r].post), free(o[r].comb), free(o[r].pre);
@@ -506,6 +506,130 @@ START_TEST(dead_peer_mid_k2) {
 }
 END_TEST
 
+/* Whole steps and FFN-only steps interleave on one layer (one K2 runner: the same weights, epoch
+ * buffer and peer regions): a whole step, an FFN-only step on parts the caller made (the FFN seam
+ * bit for bit with the reference's, the MoE within its budget), and a whole step again. */
+START_TEST(ffn_only_interleaved) {
+  layer_setup L;
+  setup(&L, "tiny", 3, 0, 2, 850, NULL);
+  const shape sh = {4, 1, 40, 64, -1};
+  for (uint32_t round = 0; round < 2; round++) {
+    layer_case c;
+    case_make(&c, L.g, L.w, 2, &sh, 851 + round, &L.table);
+    ck_assert_msg(hm_layer_group_step(L.g, &c.step.in, 1, c.o, NULL) == HM_OK, "%s", hm_errmsg());
+    expect_ranks_identical(&c);
+    expect_k1(&c);
+    expect_back(L.rt, L.g, &c, L.w);
+    expect_ffn_half(L.rt, L.g, &c, L.w);
+    case_free(&c);
+    if (round) break;
+    tl_ffn_inputs fi;
+    tl_ffn_inputs_make(&L.cfg, 4, 2, 860, &fi);
+    hm_ffn_inputs in = {.rows = 4, .res = fi.res, .post = fi.post, .comb = fi.comb, .pre = fi.pre};
+    for (uint32_t r = 0; r < 2; r++) in.parts[r] = fi.parts[r];
+    const uint64_t D = L.cfg.hidden;
+    hm_ffn_outputs o[2];
+    for (uint32_t r = 0; r < 2; r++)
+      o[r] = (hm_ffn_outputs){calloc(4 * D, 4), calloc(16 * D, 4), calloc(16, 4), calloc(64, 4), calloc(16, 4)};
+    ck_assert_msg(hm_layer_group_ffn_step(L.g, 0, &in, o) == HM_OK, "%s", hm_errmsg());
+    hm_tensor_set ref;
+    hm_tset_init(&ref);
+    ck_assert_int_eq(hm_ref_ffn_launch(L.w, 2, 4, (const float *const *)fi.parts, fi.res, fi.post, fi.comb, fi.pre, &ref),
+                     HM_OK);
+    /* the seam runs in the reference's order with the same libm calls: bit-identical */
+    ck_assert_uint_eq(tl_count_diff(o[0].res, tl_f32(&ref, "out.res"), 16 * D), 0);
+    ck_assert_uint_eq(tl_count_diff(o[0].post, tl_f32(&ref, "out.post"), 16), 0);
+    ck_assert_uint_eq(tl_count_diff(o[0].comb, tl_f32(&ref, "out.comb"), 64), 0);
+    ck_assert_uint_eq(tl_count_diff(o[0].pre, tl_f32(&ref, "out.pre"), 16), 0);
+    const float *rx = tl_f32(&ref, "out.x");
+    double rel = tl_rel_l2(o[0].x, rx, 4 * D);
+    ck_assert_msg(rel < 1e-2 && tl_cosine(o[0].x, rx, 4 * D) > 0.9999, "FFN-only output: rel L2 %.3g", rel);
+    ck_assert(memcmp(o[0].x, o[1].x, 4 * D * 4) == 0);
+    hm_tset_free(&ref);
+    for (uint32_t r = 0; r < 2; r++) free(o[r].x), free(o[r].res), free(o[r].post), free(o[r].comb), free(o[r].pre);
+    tl_ffn_inputs_free(&fi);
+  }
+  teardown(&L);
+}
+END_TEST
+
+/* A chain of three layers (REUSE ratio 2, layers 3-5) on one queue a rank, each layer's outputs
+ * the next one's inputs in device memory: each layer checked on the chain's own input to it
+ * (the reference's step of that layer from the previous layer's GPU outputs: K1 exactly, the
+ * attention-side residual close), then the whole chain recorded once as packets and replayed,
+ * bit-identical every time (20 replays, 5 under chaos: a replay of three layers costs the agent
+ * about a second; the thousand replays run on one layer above). */
+static void chain_layer_inputs(const hm_layer_config *cfg, uint32_t i, uint64_t seed, hm_gen_step *st) {
+  ck_assert_int_eq(hm_gen_step_make_block(cfg, 2, 1, 60, 64, seed + 10 * i, st), HM_OK);
+}
+
+START_TEST(chain_replays) {
+  enum { N = 3, TP = 2 };
+  hm_runtime *rt = tl_open_sim();
+  hm_layer_config cfg[N];
+  hm_layer_weights w[N][TP];
+  const hm_layer_weights *wp[N];
+  hm_gen_step st[N];
+  hm_step_inputs in[N];
+  for (uint32_t i = 0; i < N; i++) {
+    cfg[i] = tl_config("tiny", 3 + (int32_t)i, 0, 0);
+    tl_build_group(&cfg[i], TP, 900 + i, HM_WPART_ATTN | HM_WPART_FFN, w[i]);
+    wp[i] = w[i];
+    chain_layer_inputs(&cfg[i], i, 910, &st[i]);
+    in[i] = st[i].in;
+  }
+  hm_layer_group *g;
+  ck_assert_msg(hm_layer_group_create_chain(rt, wp, N, TP, &small_grid, NULL, &g) == HM_OK, "%s", hm_errmsg());
+  ck_assert_uint_eq(hm_layer_group_layers(g), N);
+  const uint32_t S = 2, D = cfg[0].hidden;
+  hm_layer_outputs o[N * TP];
+  memset(o, 0, sizeof o);
+  for (uint32_t j = 0; j < N * TP; j++) {
+    o[j].x = calloc((size_t)S * D, 4), o[j].res = calloc((size_t)S * 4 * D, 4);
+    o[j].post = calloc(S * 4, 4), o[j].comb = calloc(S * 16, 4), o[j].pre = calloc(S * 4, 4);
+    o[j].res_mid = calloc((size_t)S * 4 * D, 4), o[j].kt = calloc((size_t)S * K1_KEYS, 4);
+  }
+  ck_assert_msg(hm_layer_group_step(g, in, 1, o, NULL) == HM_OK, "%s", hm_errmsg());
+  for (uint32_t i = 0; i < N; i++) {
+    /* the reference's layer i on the chain's own input to it (its caches as before the step) */
+    hm_gen_step ref;
+    chain_layer_inputs(&cfg[i], i, 910, &ref);
+    if (i > 0) {
+      const hm_layer_outputs *p = &o[(i - 1) * TP];
+      memcpy(ref.x, p->x, (size_t)S * D * 4), memcpy(ref.res, p->res, (size_t)S * 4 * D * 4);
+      memcpy(ref.post, p->post, S * 16), memcpy(ref.comb, p->comb, S * 64), memcpy(ref.pre, p->pre, S * 16);
+    }
+    hm_tensor_set tr;
+    hm_tset_init(&tr);
+    ck_assert_msg(hm_ref_layer_step(w[i], TP, &ref.in, NULL, NULL, &tr) == HM_OK, "%s", hm_errmsg());
+    const hm_layer_outputs *q = &o[i * TP];
+    ck_assert_uint_eq(tl_count_diff(q->res_mid, tl_f32(&tr, "k1.seam.res"), (uint64_t)S * 4 * D), 0);
+    ck_assert_mem_eq(q->kt, tl_i32(&tr, "k1.kt"), (size_t)S * K1_KEYS * 4);
+    expect_close("chain layer res", q->res, tl_f32(&tr, "out.res"), (uint64_t)S * 4 * D);
+    for (uint32_t r = 1; r < TP; r++) ck_assert(memcmp(o[i * TP + r].x, q->x, (size_t)S * D * 4) == 0);
+    hm_tset_free(&tr);
+    hm_gen_step_free(&ref);
+  }
+  hm_layer_outputs last[TP];
+  memset(last, 0, sizeof last);
+  for (uint32_t r = 0; r < TP; r++) {
+    last[r].x = calloc((size_t)S * D, 4), last[r].res = calloc((size_t)S * 4 * D, 4);
+    last[r].post = calloc(S * 4, 4), last[r].comb = calloc(S * 16, 4), last[r].pre = calloc(S * 4, 4);
+  }
+  replay_ctx rc = {&o[(N - 1) * TP], S, D};
+  const char *chaos = getenv("HSAMONO_SIM_CHAOS");
+  ck_assert_msg(hm_layer_group_replay(g, in, chaos && *chaos ? 5 : 20, last, same_as_first, &rc) == HM_OK, "%s",
+                hm_errmsg());
+  for (uint32_t r = 0; r < TP; r++)
+    free(last[r].x), free(last[r].res), free(last[r].post), free(last[r].comb), free(last[r].pre);
+  for (uint32_t j = 0; j < N * TP; j++)
+    free(o[j].x), free(o[j].res), free(o[j].post), free(o[j].comb), free(o[j].pre), free(o[j].res_mid), free(o[j].kt);
+  hm_layer_group_destroy(g);
+  for (uint32_t i = 0; i < N; i++) tl_free_group(w[i], TP), hm_gen_step_free(&st[i]);
+  hm_runtime_close(rt);
+}
+END_TEST
+
 /* Refusals name their rule; nothing is left behind. */
 START_TEST(create_refusals) {
   layer_setup L;
@@ -539,7 +663,8 @@ Suite *hm_test_suite(void) {
       {"tiny_engram_index", tiny_engram_index},         {"full_dims_tp4", full_dims_tp4},
       {"full_dims_tp2", full_dims_tp2},                 {"replays_bit_identical", replays_bit_identical},
       {"replays_first_layer", replays_first_layer},     {"dead_peer_mid_k2", dead_peer_mid_k2},
-      {"create_refusals", create_refusals},
+      {"create_refusals", create_refusals},             {"ffn_only_interleaved", ffn_only_interleaved},
+      {"chain_replays", chain_replays},
   };
   for (unsigned i = 0; i < sizeof tests / sizeof *tests; i++) {
     TCase *tc = tcase_create(tests[i].name);

@@ -1,6 +1,6 @@
-/* tests/tools/test_bench.c: runs hsa-mono-bench as a user would, on the software agent: the FFN
- * and K1 benches' tables (labelled, their floors consistent with their bytes), and `host` without
- * valgrind and with a valgrind that fails (each said as what it is). */
+/* tests/tools/test_bench.c: runs hsa-mono-bench as a user would, on the software agent: the FFN, K1,
+ * whole-layer and model benches' tables (labelled, their floors consistent with their bytes), and
+ * `host` without valgrind and with a valgrind that fails (each said as what it is). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -107,6 +107,91 @@ START_TEST(k1_bad_usage) {
 }
 END_TEST
 
+/* The whole-layer bench on a tiny layer at TP2: a row a width, labelled as the software agent's CPU
+ * time; one token picks exactly top-k distinct experts; the bytes hold K1's and K2's weights (MBs);
+ * the floor is the bytes at 8.0 and 7.2 TB/s and x_floor the time over it. An index source too (its
+ * select step and keylist launch in the step). */
+START_TEST(layer_table) {
+  static const char *const args[] = {"layer --config tiny --tp 2 --rows 1,3 --steps 1",
+                                     "layer --config tiny --layer 20 --tp 2 --rows 2 --steps 1"};
+  for (unsigned a = 0; a < 2; a++) {
+    char *out;
+    ck_assert_int_eq(run_bench("HSAMONO_RUNTIME=sim", args[a], &out), 0);
+    ck_assert_ptr_nonnull(strstr(out, "on the SOFTWARE AGENT"));
+    ck_assert_ptr_nonnull(strstr(out, a ? "layer 20 (kv + index source" : "layer 3 (REUSE"));
+    unsigned seen = 0;
+    for (char *l = strtok(out, "\n"); l; l = strtok(NULL, "\n")) {
+      unsigned rows, experts;
+      double us, bytes, f8, f72, x;
+      if (sscanf(l, " %u %lf %u %lf %lf %lf %lf", &rows, &us, &experts, &bytes, &f8, &f72, &x) != 7) continue;
+      ck_assert_ptr_nonnull(strstr(l, "(software agent: CPU time)"));
+      if (rows == 1) ck_assert_uint_eq(experts, 6);
+      else ck_assert(experts >= 6 && experts <= 6 * rows);
+      ck_assert_msg(bytes > 1e7 && us > 0, "%s", l);
+      ck_assert_msg(fabs(f8 - bytes / 8.0e6) <= 0.006 && fabs(f72 - bytes / 7.2e6) <= 0.006, "%s", l);
+      ck_assert_msg(fabs(x * f8 - us) <= x * 0.0051 + 0.05 * f8 + 0.05, "%s", l);
+      seen |= 1u << (rows - 1);
+    }
+    ck_assert_uint_eq(seen, a ? 2 : 5);
+    free(out);
+  }
+}
+END_TEST
+
+/* The model bench on tiny layers at TP2, one width: the default list (a layer of each kind) counted
+ * as the model's 43 layers, the step line the counted sums of the layers' µs and bytes; a range
+ * counts each layer once. */
+START_TEST(model_table) {
+  static const char *const args[] = {"model --config tiny --tp 2 --rows 1 --steps 1",
+                                     "model --config tiny --tp 2 --rows 2 --layers 20-21 --steps 1"};
+  static const unsigned want_layers[] = {8, 2}, want_total[] = {43, 2};
+  for (unsigned a = 0; a < 2; a++) {
+    char *out;
+    ck_assert_int_eq(run_bench("HSAMONO_RUNTIME=sim", args[a], &out), 0);
+    ck_assert_ptr_nonnull(strstr(out, "on the SOFTWARE AGENT"));
+    unsigned layers = 0, total = 0, steps = 0;
+    double us_sum = 0, bytes_sum = 0;
+    for (char *l = strtok(out, "\n"); l; l = strtok(NULL, "\n")) {
+      unsigned layer, rows, experts, count;
+      double us, bytes, f8, f72, x;
+      if (sscanf(l, " %u %u %lf %u %lf %lf %lf %lf %u", &layer, &rows, &us, &experts, &bytes, &f8, &f72, &x, &count) ==
+          9) {
+        ck_assert_ptr_nonnull(strstr(l, "(software agent: CPU time)"));
+        ck_assert_msg(bytes > 1e7 && us > 0 && count >= 1, "%s", l);
+        ck_assert_msg(fabs(f8 - bytes / 8.0e6) <= 0.006, "%s", l);
+        layers++, total += count, us_sum += count * us, bytes_sum += count * bytes;
+      } else if (sscanf(l, " step %u %lf - %lf %lf %lf %lf %u", &rows, &us, &bytes, &f8, &f72, &x, &count) == 7) {
+        ck_assert_ptr_nonnull(strstr(l, "(software agent: CPU time)"));
+        ck_assert_uint_eq(count, want_total[a]);
+        /* the layers' lines are rounded to 0.1 µs */
+        ck_assert_msg(fabs(us - us_sum) <= 0.05 * total + 0.05, "%s: the layers sum to %.1f", l, us_sum);
+        ck_assert_msg(fabs(bytes - bytes_sum) <= 1, "%s: the layers sum to %.0f", l, bytes_sum);
+        ck_assert_msg(fabs(f8 - bytes / 8.0e6) <= 0.006, "%s", l);
+        steps++;
+      }
+    }
+    ck_assert_uint_eq(layers, want_layers[a]);
+    ck_assert_uint_eq(total, want_total[a]);
+    ck_assert_uint_eq(steps, 1);
+    free(out);
+  }
+}
+END_TEST
+
+START_TEST(layer_model_bad_usage) {
+  static const char *const bad[] = {"layer --tp 3",          "layer --rows 0",      "layer --rows 1,x",
+                                    "layer --layer 43",      "layer --steps 0",     "model --layers 3-2",
+                                    "model --layers 0-43",   "model --layers 2,x",  "model --tp 1"};
+  for (unsigned i = 0; i < sizeof bad / sizeof *bad; i++) {
+    char *out;
+    ck_assert_msg(run_bench(NULL, bad[i], &out) == 2, "%s: not exit status 2", bad[i]);
+    ck_assert_msg(strstr(out, "usage: hsa-mono-bench") || strstr(out, "hsa-mono-bench layer: "), "%s: no message",
+                  bad[i]);
+    free(out);
+  }
+}
+END_TEST
+
 /* host with no valgrind on PATH: the timings, and a line saying why there are no counts. */
 START_TEST(host_without_valgrind) {
   char dir[] = "/tmp/hm-bench-XXXXXX", env[64], *out;
@@ -148,6 +233,9 @@ Suite *hm_test_suite(void) {
   tcase_add_test(tc, ffn_bad_usage);
   tcase_add_test(tc, k1_table);
   tcase_add_test(tc, k1_bad_usage);
+  tcase_add_test(tc, layer_table);
+  tcase_add_test(tc, model_table);
+  tcase_add_test(tc, layer_model_bad_usage);
   tcase_add_test(tc, host_without_valgrind);
   tcase_add_test(tc, host_failed_callgrind);
   suite_add_tcase(s, tc);

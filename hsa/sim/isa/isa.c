@@ -438,6 +438,19 @@ static void gather_narrow(enum elem el, bool b, const struct dev_mfma_lane *lane
   const i32 *itab = narrow_int[f];
   const u8 *ftab = narrow_flags[f];
   u8 fo = 0, fa = 0xff;
+  /* a column of all-zero codes (a GEMV's padding tokens: most columns of a few-row step) is
+   * filled at once: every element is code 0's value */
+  u32 any = 0;
+  for (unsigned g = 0; g < 4; g++) {
+    const u32 *reg = b ? lanes[16 * g + r].b : lanes[16 * g + r].a;
+    for (unsigned w = 0; w < 8; w++) any |= reg[w];
+  }
+  if (!any) {
+    for (unsigned x = 0; x < 128; x++) out[x] = tab[0];
+    if (iout) memset(iout, 0, 128 * sizeof *iout);
+    if (fl) fl[0] = fl[1] = ftab[0];
+    return;
+  }
   for (unsigned g = 0; g < 4; g++) {
     const u32 *reg = b ? lanes[16 * g + r].b : lanes[16 * g + r].a;
     for (unsigned e = 0; e < 32; e++) {
@@ -559,7 +572,9 @@ static bool mfma_lane(enum hm_isa_arch arch, enum dev_mfma_op op, const struct d
   default:
     if (!fmt_elem(lanes[lane].fmt_a, &ea) || !fmt_elem(lanes[lane].fmt_b, &eb)) return false;
     if (lanes[lane].opsel_a > 3 || lanes[lane].opsel_b > 3) return false;
-    for (unsigned l = 0; l < 64; l++)
+    /* instruction fields: the same in every lane (checked once a wave: a trusting lane's are the
+     * lanes the first lane checked) */
+    for (unsigned l = 0; reuse != REUSE_TRUST && l < 64; l++)
       if (lanes[l].fmt_a != lanes[lane].fmt_a || lanes[l].fmt_b != lanes[lane].fmt_b ||
           lanes[l].opsel_a != lanes[lane].opsel_a || lanes[l].opsel_b != lanes[lane].opsel_b)
         return false;
