@@ -413,6 +413,16 @@ START_TEST(full_dims_tp2) {
 }
 END_TEST
 
+/* The other kinds at full size (experts cut to 32 as above): the first layer (the embedding in,
+ * the identity seam) at TP 2, a kv source (its K1's index build and the reference select between
+ * the launches) at TP 4, one row each. */
+START_TEST(full_dims_kinds) {
+  const shape s[] = {{1, 1, 200, 64, -1}};
+  run_layer("v41-flash", 0, 32, 2, s, 1, 620);
+  run_layer("v41-flash", 8, 32, 4, s, 1, 630);
+}
+END_TEST
+
 /* 1,000 replays of a recorded whole step (K1 and K2 on one queue, packets only) give the first
  * step's bits on every rank every time; 30 under chaos, where the agent is several times slower. */
 typedef struct replay_ctx {
@@ -664,7 +674,7 @@ Suite *hm_test_suite(void) {
       {"full_dims_tp2", full_dims_tp2},                 {"replays_bit_identical", replays_bit_identical},
       {"replays_first_layer", replays_first_layer},     {"dead_peer_mid_k2", dead_peer_mid_k2},
       {"create_refusals", create_refusals},             {"ffn_only_interleaved", ffn_only_interleaved},
-      {"chain_replays", chain_replays},
+      {"chain_replays", chain_replays},                 {"full_dims_kinds", full_dims_kinds},
   };
   for (unsigned i = 0; i < sizeof tests / sizeof *tests; i++) {
     TCase *tc = tcase_create(tests[i].name);
