@@ -15,8 +15,6 @@
 /* A rank's device tensors, IO_ROWS rows each. */
 enum { B_X, B_RES_IN, B_POST_IN, B_COMB_IN, B_PRE_IN, B_RES_OUT, B_POST_OUT, B_COMB_OUT, B_PRE_OUT, B_Q, B_KT,
        B_KLEN, B_X_OUT, B_QR_OUT, B_COUNT };
-/* Its metadata in host-visible memory, IO_ROWS rows each (the block table is sized a call). */
-enum { M_POS, M_SLOT, M_SWA_IDX, M_SWA_LENS, M_T2R, M_TOPK, M_COUNT };
 
 struct grank {
   hm_k1_group *g;
@@ -25,9 +23,7 @@ struct grank {
   hm_queue *q;
   hm_k1 *k1;
   void *buf[B_COUNT];
-  void *meta[M_COUNT];
-  int32_t *bt;          /* host-visible block table, bt_bytes */
-  size_t bt_bytes;
+  hm_group_meta meta;   /* the metadata in host-visible memory, IO_ROWS rows */
   void *cache;          /* the rank's SWA cache, cache_bytes */
   size_t cache_bytes;
   hm_k1_io io;          /* the call's view of the above */
@@ -74,29 +70,17 @@ static size_t buf_row_bytes(const hm_k1_group *g, int b) {
   }
 }
 
-static size_t meta_row_bytes(int m) {
-  switch (m) {
-  case M_POS: case M_SLOT: return 8;
-  case M_SWA_IDX: return K1_WINDOW * 4;
-  case M_SWA_LENS: case M_T2R: return 4;
-  case M_TOPK: return K1_TOPK * 4;
-  default: return 0;
-  }
-}
-
 static void free_rank(struct grank *k, hm_runtime *rt) {
   if (k->k1) hm_k1_destroy(k->k1);
   for (int b = 0; b < B_COUNT; b++)
     if (k->buf[b]) hm_mem_free(rt, k->buf[b]);
-  for (int m = 0; m < M_COUNT; m++)
-    if (k->meta[m]) hm_mem_free(rt, k->meta[m]);
-  if (k->bt) hm_mem_free(rt, k->bt);
+  hm_group_meta_free(rt, &k->meta);
   if (k->cache) hm_mem_free(rt, k->cache);
   if (k->stage) hm_mem_free(rt, k->stage);
   if (k->q) hm_queue_destroy(k->q);
-  memset(k->buf, 0, sizeof k->buf), memset(k->meta, 0, sizeof k->meta), memset(&k->io, 0, sizeof k->io);
-  k->k1 = NULL, k->bt = NULL, k->cache = NULL, k->stage = NULL, k->q = NULL;
-  k->bt_bytes = k->cache_bytes = k->stage_bytes = 0;
+  memset(k->buf, 0, sizeof k->buf), memset(&k->io, 0, sizeof k->io);
+  k->k1 = NULL, k->cache = NULL, k->stage = NULL, k->q = NULL;
+  k->cache_bytes = k->stage_bytes = 0;
 }
 
 static hm_status alloc_io(struct grank *k) {
@@ -113,8 +97,7 @@ static hm_status alloc_io(struct grank *k) {
       return s;
     if (n > stage) stage = n;
   }
-  for (int m = 0; m < M_COUNT; m++)
-    if ((s = hm_mem_alloc(k->agent, HM_POOL_HOST, (size_t)IO_ROWS * meta_row_bytes(m), 0, &k->meta[m]))) return s;
+  if ((s = hm_group_meta_alloc(k->agent, IO_ROWS, &k->meta))) return s;
   k->stage_bytes = stage;
   return hm_mem_alloc(k->agent, HM_POOL_HOST, k->stage_bytes, 0, &k->stage);
 }
@@ -167,29 +150,14 @@ hm_agent *hm_k1_group_agent(hm_k1_group *g, uint32_t r) { return g && r < g->tp 
 /* ---------------------------------------------------------------- data in and out */
 
 
-/* host -> device through the staging buffer: src is the stage itself (bytes <= stage_bytes) or
- * any host memory, copied in pieces */
+/* host <-> device through the rank's staging buffer (group.c) */
 static hm_status put(struct grank *k, void *dst, const void *src, size_t bytes) {
-  hm_signal none = {0};
-  if (src == k->stage) return hm_mem_copy(k->g->rt, dst, k->stage, bytes, none);
-  for (size_t o = 0; o < bytes; o += k->stage_bytes) {
-    size_t n = bytes - o < k->stage_bytes ? bytes - o : k->stage_bytes;
-    memcpy(k->stage, (const char *)src + o, n);
-    hm_status s = hm_mem_copy(k->g->rt, (char *)dst + o, k->stage, n, none);
-    if (s) return s;
-  }
-  return HM_OK;
+  hm_group_stage st = {k->g->rt, k->stage, k->stage_bytes};
+  return hm_group_put(&st, dst, src, bytes);
 }
 static hm_status get(struct grank *k, void *dst, const void *src, size_t bytes) {
-  hm_signal none = {0};
-  if (dst == k->stage) return hm_mem_copy(k->g->rt, k->stage, src, bytes, none);
-  for (size_t o = 0; o < bytes; o += k->stage_bytes) {
-    size_t n = bytes - o < k->stage_bytes ? bytes - o : k->stage_bytes;
-    hm_status s = hm_mem_copy(k->g->rt, k->stage, (const char *)src + o, n, none);
-    if (s) return s;
-    memcpy((char *)dst + o, k->stage, n);
-  }
-  return HM_OK;
+  hm_group_stage st = {k->g->rt, k->stage, k->stage_bytes};
+  return hm_group_get(&st, dst, src, bytes);
 }
 
 static uint64_t cache_bytes(const hm_kv_cache *c) { return (uint64_t)c->blocks * c->block_stride; }
@@ -205,39 +173,12 @@ static hm_status size_cache(struct grank *k, uint64_t bytes) {
   return HM_OK;
 }
 
-/* The call's metadata into the rank's host-visible buffers and io: an array the caller leaves
- * NULL stays NULL, for the runner to judge. */
+/* The call's metadata into the rank's host-visible buffers and io (group.c), and the SWA cache's
+ * shape. */
 static hm_status upload_meta(struct grank *k, const hm_step_inputs *in) {
-  const uint32_t S = in->S;
-  hm_k1_meta *m = &k->io.meta;
-  memset(m, 0, sizeof *m);
-  const void *src[M_COUNT] = {in->positions, in->slot_mapping, in->swa_indices, in->swa_lens, in->token_to_req,
-                              in->topk};
-  for (int i = 0; i < M_COUNT; i++)
-    if (src[i]) memcpy(k->meta[i], src[i], (size_t)S * meta_row_bytes(i));
-  m->positions = in->positions ? k->meta[M_POS] : NULL;
-  m->slot_mapping = in->slot_mapping ? k->meta[M_SLOT] : NULL;
-  m->swa_indices = in->swa_indices ? k->meta[M_SWA_IDX] : NULL;
-  m->swa_lens = in->swa_lens ? k->meta[M_SWA_LENS] : NULL;
-  m->token_to_req = in->token_to_req ? k->meta[M_T2R] : NULL;
-  m->topk = in->topk ? k->meta[M_TOPK] : NULL;
-  int64_t reqs = 0;
-  for (uint32_t t = 0; in->token_to_req && t < S; t++)
-    if ((int64_t)in->token_to_req[t] + 1 > reqs) reqs = (int64_t)in->token_to_req[t] + 1;
-  m->requests = (uint32_t)reqs, m->bt_stride = in->bt_stride;
-  m->comp_block = in->comp.block_size, m->comp_blocks = in->comp.blocks;
-  size_t bt = (size_t)m->requests * in->bt_stride * 4;
-  if (in->block_table && bt) {
-    if (bt > k->bt_bytes) {
-      if (k->bt) hm_mem_free(k->g->rt, k->bt), k->bt = NULL, k->bt_bytes = 0;
-      hm_status s = hm_mem_alloc(k->agent, HM_POOL_HOST, bt, 0, (void **)&k->bt);
-      if (s) return hm_fail_prefix(s, "K1 group: rank %u's block table", k->r);
-      k->bt_bytes = bt;
-    }
-    memcpy(k->bt, in->block_table, bt);
-    m->block_table = k->bt;
-  }
-  k->io.rows = S, k->io.prefills = 0;
+  hm_status s = hm_group_meta_upload(k->agent, &k->meta, in, &k->io.meta);
+  if (s) return hm_fail_prefix(s, "K1 group: rank %u", k->r);
+  k->io.rows = in->S, k->io.prefills = 0;
   k->io.swa = (hm_k1_cache){.base = k->cache, .block_stride = in->swa.block_stride,
                             .block_size = in->swa.block_size, .blocks = in->swa.blocks};
   return HM_OK;

@@ -15,15 +15,12 @@
 /* The seam state a layer boundary carries (device, IO_ROWS rows each), and the metadata a layer
  * reads (host-visible). */
 enum { B_X, B_RES, B_POST, B_COMB, B_PRE, B_COUNT };
-enum { M_POS, M_SLOT, M_SWA_IDX, M_SWA_LENS, M_T2R, M_TOPK, M_COUNT };
 
 /* One layer of the chain on one rank. */
 struct lslot {
   hm_layer *layer;
   void *out[B_COUNT]; /* its outputs: the next layer's inputs */
-  void *meta[M_COUNT];
-  int32_t *bt;
-  size_t bt_bytes;
+  hm_group_meta meta;
   void *swa, *comp; /* SWA in the GPU's memory, the compressed one host-visible (the reference
                      * select writes it from the host) */
   size_t swa_bytes, comp_bytes;
@@ -82,16 +79,6 @@ static size_t buf_row_bytes(const hm_layer_group *g, int b) {
   default: return 0;
   }
 }
-static size_t meta_row_bytes(int m) {
-  switch (m) {
-  case M_POS: case M_SLOT: return 8;
-  case M_SWA_IDX: return K1_WINDOW * 4;
-  case M_SWA_LENS: case M_T2R: return 4;
-  case M_TOPK: return K1_TOPK * 4;
-  default: return 0;
-  }
-}
-
 static void free_rank(struct grank *k, hm_layer_group *g) {
   hm_runtime *rt = g->rt;
   for (uint32_t i = 0; k->slot && i < g->n; i++) {
@@ -99,9 +86,8 @@ static void free_rank(struct grank *k, hm_layer_group *g) {
     if (s->layer) hm_layer_destroy(s->layer);
     for (int b = 0; b < B_COUNT; b++)
       if (s->out[b]) hm_mem_free(rt, s->out[b]);
-    for (int m = 0; m < M_COUNT; m++)
-      if (s->meta[m]) hm_mem_free(rt, s->meta[m]);
-    void *p[] = {s->bt, s->swa, s->comp};
+    hm_group_meta_free(rt, &s->meta);
+    void *p[] = {s->swa, s->comp};
     for (unsigned j = 0; j < sizeof p / sizeof *p; j++)
       if (p[j]) hm_mem_free(rt, p[j]);
   }
@@ -136,9 +122,7 @@ static hm_status alloc_io(struct grank *k) {
   }
   if ((s = alloc_dev(k, (size_t)IO_ROWS * g->D * 2, &k->part))) return s;
   for (uint32_t i = 0; i < g->n; i++) {
-    for (int m = 0; m < M_COUNT; m++)
-      if ((s = hm_mem_alloc(k->agent, HM_POOL_HOST, (size_t)IO_ROWS * meta_row_bytes(m), 0, &k->slot[i].meta[m])))
-        return s;
+    if ((s = hm_group_meta_alloc(k->agent, IO_ROWS, &k->slot[i].meta))) return s;
     /* the largest K1 output fetched whole (q at TP 2: 48 x 32 heads x 512 bf16) */
     size_t q = (size_t)IO_ROWS * g->w[i][k->r].dims.heads * K1_HEAD * 2;
     if (q > stage) stage = q;
@@ -247,28 +231,14 @@ hm_heap *hm_layer_group_heap(hm_layer_group *g, uint32_t r) { return g && r < g-
 
 /* ---------------------------------------------------------------- data in and out */
 
-/* host <-> device through the staging buffer, in pieces */
+/* host <-> device through the rank's staging buffer (group.c) */
 static hm_status put(struct grank *k, void *dst, const void *src, size_t bytes) {
-  hm_signal none = {0};
-  if (src == k->stage) return hm_mem_copy(k->g->rt, dst, k->stage, bytes, none);
-  for (size_t o = 0; o < bytes; o += k->stage_bytes) {
-    size_t n = bytes - o < k->stage_bytes ? bytes - o : k->stage_bytes;
-    memcpy(k->stage, (const char *)src + o, n);
-    hm_status s = hm_mem_copy(k->g->rt, (char *)dst + o, k->stage, n, none);
-    if (s) return s;
-  }
-  return HM_OK;
+  hm_group_stage st = {k->g->rt, k->stage, k->stage_bytes};
+  return hm_group_put(&st, dst, src, bytes);
 }
 static hm_status get(struct grank *k, void *dst, const void *src, size_t bytes) {
-  hm_signal none = {0};
-  if (dst == k->stage) return hm_mem_copy(k->g->rt, k->stage, src, bytes, none);
-  for (size_t o = 0; o < bytes; o += k->stage_bytes) {
-    size_t n = bytes - o < k->stage_bytes ? bytes - o : k->stage_bytes;
-    hm_status s = hm_mem_copy(k->g->rt, k->stage, (const char *)src + o, n, none);
-    if (s) return s;
-    memcpy((char *)dst + o, k->stage, n);
-  }
-  return HM_OK;
+  hm_group_stage st = {k->g->rt, k->stage, k->stage_bytes};
+  return hm_group_get(&st, dst, src, bytes);
 }
 static hm_status put_bf16(struct grank *k, void *dst, const float *src, uint64_t n) {
   hm_group_to_bf16(src, n, k->stage);
@@ -289,39 +259,6 @@ static hm_status size_cache(struct grank *k, void **p, size_t *have, uint64_t by
   hm_status s = hm_mem_alloc(k->agent, kind, bytes, 256, p);
   if (s) return hm_fail_prefix(s, "layer group: rank %u's cache of %llu bytes", k->r, (unsigned long long)bytes);
   *have = bytes;
-  return HM_OK;
-}
-
-static hm_status upload_meta(struct grank *k, struct lslot *sl, const hm_step_inputs *in) {
-  const uint32_t S = in->S;
-  hm_k1_meta *m = &sl->io.meta;
-  memset(m, 0, sizeof *m);
-  const void *src[M_COUNT] = {in->positions, in->slot_mapping, in->swa_indices, in->swa_lens, in->token_to_req,
-                              in->topk};
-  for (int i = 0; i < M_COUNT; i++)
-    if (src[i]) memcpy(sl->meta[i], src[i], (size_t)S * meta_row_bytes(i));
-  m->positions = in->positions ? sl->meta[M_POS] : NULL;
-  m->slot_mapping = in->slot_mapping ? sl->meta[M_SLOT] : NULL;
-  m->swa_indices = in->swa_indices ? sl->meta[M_SWA_IDX] : NULL;
-  m->swa_lens = in->swa_lens ? sl->meta[M_SWA_LENS] : NULL;
-  m->token_to_req = in->token_to_req ? sl->meta[M_T2R] : NULL;
-  m->topk = in->topk ? sl->meta[M_TOPK] : NULL;
-  int64_t reqs = 0;
-  for (uint32_t t = 0; in->token_to_req && t < S; t++)
-    if ((int64_t)in->token_to_req[t] + 1 > reqs) reqs = (int64_t)in->token_to_req[t] + 1;
-  m->requests = (uint32_t)reqs, m->bt_stride = in->bt_stride;
-  m->comp_block = in->comp.block_size, m->comp_blocks = in->comp.blocks;
-  size_t bt = (size_t)m->requests * in->bt_stride * 4;
-  if (in->block_table && bt) {
-    if (bt > sl->bt_bytes) {
-      if (sl->bt) hm_mem_free(k->g->rt, sl->bt), sl->bt = NULL, sl->bt_bytes = 0;
-      hm_status s = hm_mem_alloc(k->agent, HM_POOL_HOST, bt, 0, (void **)&sl->bt);
-      if (s) return hm_fail_prefix(s, "layer group: rank %u's block table", k->r);
-      sl->bt_bytes = bt;
-    }
-    memcpy(sl->bt, in->block_table, bt);
-    m->block_table = sl->bt;
-  }
   return HM_OK;
 }
 
@@ -362,7 +299,8 @@ static hm_status upload(struct grank *k, const hm_step_inputs *in) {
     if (cb && ((s = size_cache(k, &sl->comp, &sl->comp_bytes, cb, HM_POOL_HOST)) ||
                (s = put(k, sl->comp, li->comp.base, cb))))
       return s;
-    if ((s = upload_meta(k, sl, li))) return s;
+    if ((s = hm_group_meta_upload(k->agent, &sl->meta, li, &sl->io.meta)))
+      return hm_fail_prefix(s, "layer group: rank %u", k->r);
     hm_layer_io *io = &sl->io;
     io->rows = S, io->prefills = 0;
     bind_inputs(k, i, is_first(g, i, in));
