@@ -5,7 +5,7 @@
  * FFN launch (ffn weights, x reduced from the ranks' wo_b parts): a seam stage takes the launch's
  * struct seam_args, the step's tag, and for the slice the x source (a reduce view, or none for a
  * plain read of seam_args.x). Hand-offs: LIN and PMIX as tagged pairs, the norm's outputs as data
- * then the token's XRDY flag. The order of every sum is the reference's (layer/ref_seam.c). */
+ * then the token's XRDY flag. The order of every sum is the reference's (layer/ref/ref_seam.c). */
 #ifndef HM_SEAM_H
 #define HM_SEAM_H
 

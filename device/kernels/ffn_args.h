@@ -41,7 +41,7 @@ struct ffn_args {
    * in = its mixes, hc_ffn_* and ffn_norm, the layer's res/post/comb/pre outputs; its mailboxes
    * and quantised rows in this launch's scratch (x unused: x is reduced from the ranks' parts) */
   struct seam_args seam;
-  /* the layer's weights (layer/hm_weights.h names) */
+  /* the layer's weights (layer/weights/hm_weights.h names) */
   u64 gate_w;   /* bf16 [E][D] */
   u64 bias;     /* f32 [E] */
   u64 w13;      /* fp4x2 [E][2I][D/2], aiter (16,16) shuffle, gate/up 16-row interleave */

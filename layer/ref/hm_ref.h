@@ -1,4 +1,4 @@
-/* layer/hm_ref.h: the fp32 CPU reference of one DeepSeek-V4.1 layer's decode step for a whole TP
+/* layer/ref/hm_ref.h: the fp32 CPU reference of one DeepSeek-V4.1 layer's decode step for a whole TP
  * group, stage by stage, with the rounding points of spec/mono.md §2 (the oracle for every kernel). */
 #ifndef HM_REF_H
 #define HM_REF_H

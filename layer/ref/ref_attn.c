@@ -1,4 +1,4 @@
-/* layer/ref_attn.c: the reference attention (spec/mono.md §2.1 K1.4-K1.7, §2.2): wqkv, q/kv norms,
+/* layer/ref/ref_attn.c: the reference attention (spec/mono.md §2.1 K1.4-K1.7, §2.2): wqkv, q/kv norms,
  * the 584-byte KV record, wq_b with RoPE, the key table, sparse attention with the sink, wo_a, wo_b. */
 #include <float.h>
 #include <math.h>

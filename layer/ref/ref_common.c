@@ -1,4 +1,4 @@
-/* layer/ref_common.c: the reference's numeric primitives (spec/mono.md §2.0): transcendental
+/* layer/ref/ref_common.c: the reference's numeric primitives (spec/mono.md §2.0): transcendental
  * models, MXFP8 quantisation of rows, the GEMV K order, the rank-order reduction. */
 #include <math.h>
 #include <stdlib.h>

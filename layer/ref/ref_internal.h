@@ -1,4 +1,4 @@
-/* layer/ref_internal.h: helpers shared by the reference's stage files (ref_*.c): K-step sums with
+/* layer/ref/ref_internal.h: helpers shared by the reference's stage files (ref_*.c): K-step sums with
  * several independent chains, so the inner loops run at the machine's throughput. */
 #ifndef HM_REF_INTERNAL_H
 #define HM_REF_INTERNAL_H

@@ -1,4 +1,4 @@
-/* layer/ref_layer.c: one whole decode step of a layer for the TP group (spec/mono.md §2.7): the first
+/* layer/ref/ref_layer.c: one whole decode step of a layer for the TP group (spec/mono.md §2.7): the first
  * layer's entry, the Engram hand-off (model.md §8), K1, the select step, K2's attention and FFN. */
 #include <math.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* layer/ref_moe.c: the MoE of the FFN launch (spec/mono.md §2.4): activation quantisation, router,
+/* layer/ref/ref_moe.c: the MoE of the FFN launch (spec/mono.md §2.4): activation quantisation, router,
  * route table, shared expert, routed experts (MXFP4, aiter layouts), combine, rank-order reduce. */
 #include <math.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* layer/ref_seam.c: the delayed mHC seam of both launches (spec/mono.md §2.1 K1.1-K1.3, §2.3): fold,
+/* layer/ref/ref_seam.c: the delayed mHC seam of both launches (spec/mono.md §2.1 K1.1-K1.3, §2.3): fold,
  * mix projections, gate with the 20-round Sinkhorn, collapse with the previous pre, RMSNorm. */
 #include <math.h>
 #include <stdlib.h>

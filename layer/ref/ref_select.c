@@ -1,4 +1,4 @@
-/* layer/ref_select.c: the reference select step between K1 and K2 on index-source layers (spec/mono.md
+/* layer/ref/ref_select.c: the reference select step between K1 and K2 on index-source layers (spec/mono.md
  * §3.9, model.md §7.2): the V4.1 compressor (ratio 1 / 2) into the compressed cache, the indexer
  * keys, the lightning indexer with layer 20's candidate blocks, and the top-512 selection. */
 #include <math.h>

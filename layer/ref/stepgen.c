@@ -1,4 +1,4 @@
-/* layer/stepgen.c: generated inputs of a whole layer step (activations, mixes, positions, paged
+/* layer/ref/stepgen.c: generated inputs of a whole layer step (activations, mixes, positions, paged
  * SWA and compressed caches with records, window indices, top-k) for tests and hsa-mono-check. */
 #include <stdio.h>
 #include <stdlib.h>

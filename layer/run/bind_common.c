@@ -1,4 +1,4 @@
-/* layer/bind_common.c: the weight binding the launch runners share: a tensor's dtype and shape
+/* layer/run/bind_common.c: the weight binding the launch runners share: a tensor's dtype and shape
  * against what the kernel reads (a one-line reason naming it), and the upload through staging. */
 #include <stdio.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* layer/bind_internal.h: what the launch runners share to bind a layer's weights (ffn_bind.c,
+/* layer/run/bind_internal.h: what the launch runners share to bind a layer's weights (ffn_bind.c,
  * k1_bind.c): every tensor's dtype and shape checked by name, then one upload through staging. */
 #ifndef HM_BIND_INTERNAL_H
 #define HM_BIND_INTERNAL_H

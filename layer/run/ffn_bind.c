@@ -1,4 +1,4 @@
-/* layer/ffn_bind.c: what hm_ffn_create checks before anything runs (the rules of spec/mono.md §5
+/* layer/run/ffn_bind.c: what hm_ffn_create checks before anything runs (the rules of spec/mono.md §5
  * that apply to the FFN launch, the kernel's limits, every weight's dtype and shape) and the upload. */
 #include <math.h>
 #include <string.h>

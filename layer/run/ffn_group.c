@@ -1,4 +1,4 @@
-/* layer/ffn_group.c: a TP group of the FFN launch in one process: a thread a rank for the
+/* layer/run/ffn_group.c: a TP group of the FFN launch in one process: a thread a rank for the
  * collective and blocking calls, host arrays in and out through a staging buffer a rank. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* layer/ffn_internal.h: the FFN launch runner's state, shared by its files (ffn_bind.c, k2_bind.c:
+/* layer/run/ffn_internal.h: the FFN launch runner's state, shared by its files (ffn_bind.c, k2_bind.c:
  * weights and eligibility; ffn_launch.c: creation, steps; k2_launch.c: K2's steps on the same runner). */
 #ifndef HM_FFN_INTERNAL_H
 #define HM_FFN_INTERNAL_H

@@ -1,4 +1,4 @@
-/* layer/ffn_launch.c: the FFN launch's runner, and the runner K2 shares with it: creation (checks,
+/* layer/run/ffn_launch.c: the FFN launch's runner, and the runner K2 shares with it: creation (checks,
  * weights, heap regions, kernel), the per-width mailboxes, a step (persistent launch, wait, status)
  * and a recorded step. */
 #include <stdlib.h>

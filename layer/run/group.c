@@ -1,4 +1,4 @@
-/* layer/group.c: the in-process TP groups' shared pieces (group_internal.h): rank threads and their
+/* layer/run/group.c: the in-process TP groups' shared pieces (group_internal.h): rank threads and their
  * outcomes, bf16 host conversions, staged copies, the step's metadata, the clock. */
 #include <pthread.h>
 #include <stdio.h>

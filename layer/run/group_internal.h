@@ -1,4 +1,4 @@
-/* layer/group_internal.h: what the in-process TP groups (hm_ffn_group, hm_k1_group) share: a thread
+/* layer/run/group_internal.h: what the in-process TP groups (hm_ffn_group, hm_k1_group) share: a thread
  * a rank with its outcome kept, the bf16 conversions of host arrays, a clock. */
 #ifndef HM_GROUP_INTERNAL_H
 #define HM_GROUP_INTERNAL_H

@@ -1,4 +1,4 @@
-/* layer/hm_ffn.h: the FFN launch of one layer on one TP rank (DESIGN §1, spec/mono.md §2.3-§2.4,
+/* layer/run/hm_ffn.h: the FFN launch of one layer on one TP rank (DESIGN §1, spec/mono.md §2.3-§2.4,
  * §5): its weights bound on the GPU, the eligibility rules, a decode step, a recorded step. */
 #ifndef HM_FFN_RUN_H
 #define HM_FFN_RUN_H

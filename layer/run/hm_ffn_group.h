@@ -1,4 +1,4 @@
-/* layer/hm_ffn_group.h: a whole TP group of the FFN launch in one process (a thread a rank, an agent
+/* layer/run/hm_ffn_group.h: a whole TP group of the FFN launch in one process (a thread a rank, an agent
  * a rank), fed with host arrays: what the tests, hsa-mono-check and hsa-mono-bench drive. */
 #ifndef HM_FFN_GROUP_H
 #define HM_FFN_GROUP_H

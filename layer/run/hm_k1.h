@@ -1,4 +1,4 @@
-/* layer/hm_k1.h: K1 of one layer on one TP rank (DESIGN §1, spec/mono.md §2.1, §5): the attention
+/* layer/run/hm_k1.h: K1 of one layer on one TP rank (DESIGN §1, spec/mono.md §2.1, §5): the attention
  * seam and front in one persistent launch, its weights bound on the GPU, the rules, a step, a
  * recorded step; and the keylist launch that writes K1's key table from a top-k made after K1. */
 #ifndef HM_K1_RUN_H

@@ -1,4 +1,4 @@
-/* layer/hm_k1_group.h: a whole TP group of K1 in one process (a thread a rank, an agent a rank), fed
+/* layer/run/hm_k1_group.h: a whole TP group of K1 in one process (a thread a rank, an agent a rank), fed
  * with host arrays: what the tests, hsa-mono-check and hsa-mono-bench drive. */
 #ifndef HM_K1_GROUP_H
 #define HM_K1_GROUP_H

@@ -1,4 +1,4 @@
-/* layer/hm_k2.h: K2 of one layer on one TP rank (DESIGN §1, spec/mono.md §2.2-§2.4, §5): the attention
+/* layer/run/hm_k2.h: K2 of one layer on one TP rank (DESIGN §1, spec/mono.md §2.2-§2.4, §5): the attention
  * back (split, combine, wo_a, wo_b) and then the FFN launch's stages, in one persistent launch. */
 #ifndef HM_K2_RUN_H
 #define HM_K2_RUN_H

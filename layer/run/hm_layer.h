@@ -1,4 +1,4 @@
-/* layer/hm_layer.h: one decoder layer's decode step on one TP rank as the serving stack calls it
+/* layer/run/hm_layer.h: one decoder layer's decode step on one TP rank as the serving stack calls it
  * (DESIGN §1, spec/mono.md §1.3, §2.7, §5.4): K1 then K2, every layer kind, or the FFN launch alone.
  *
  * Kinds (hm_layer_config roles, spec/mono.md §1.3), all whole on gfx950:

@@ -1,4 +1,4 @@
-/* layer/hm_layer_group.h: a whole TP group of one layer, or of a chain of consecutive layers, in one
+/* layer/run/hm_layer_group.h: a whole TP group of one layer, or of a chain of consecutive layers, in one
  * process (a thread a rank, an agent a rank), fed with host arrays as the reference takes them. */
 #ifndef HM_LAYER_GROUP_H
 #define HM_LAYER_GROUP_H

@@ -1,4 +1,4 @@
-/* layer/k1_bind.c: what hm_k1_create checks before anything runs (the rules of spec/mono.md §5 that
+/* layer/run/k1_bind.c: what hm_k1_create checks before anything runs (the rules of spec/mono.md §5 that
  * apply to K1, the kernel's limits, every weight's dtype and shape) and the weights' upload. */
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* layer/k1_group.c: a TP group of K1 in one process: a thread a rank for the blocking calls, host
+/* layer/run/k1_group.c: a TP group of K1 in one process: a thread a rank for the blocking calls, host
  * arrays in and out through a staging buffer a rank, the metadata in host-visible memory. */
 #include <stdio.h>
 #include <stdlib.h>

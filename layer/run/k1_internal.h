@@ -1,4 +1,4 @@
-/* layer/k1_internal.h: K1's runner state, shared by its files (k1_bind.c: eligibility and weights;
+/* layer/run/k1_internal.h: K1's runner state, shared by its files (k1_bind.c: eligibility and weights;
  * k1_launch.c: the checks of a step, steps, recorded steps and the keylist launch). */
 #ifndef HM_K1_INTERNAL_H
 #define HM_K1_INTERNAL_H

@@ -1,4 +1,4 @@
-/* layer/k1_launch.c: K1's runner: creation (checks, weights, kernels, epoch), the per-width
+/* layer/run/k1_launch.c: K1's runner: creation (checks, weights, kernels, epoch), the per-width
  * mailboxes, the checks of a step's tensors and metadata, a step, a recorded step, the keylist. */
 #include <inttypes.h>
 #include <stdlib.h>

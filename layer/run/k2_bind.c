@@ -1,4 +1,4 @@
-/* layer/k2_bind.c: what hm_k2_create checks before anything runs (both weight parts, the attention
+/* layer/run/k2_bind.c: what hm_k2_create checks before anything runs (both weight parts, the attention
  * back's kernel limits, then the FFN half's rules) and the upload of the back's weights. */
 #include "bind_internal.h"
 #include "ffn_internal.h"

@@ -1,4 +1,4 @@
-/* layer/k2_launch.c: K2's entry points on the FFN launch's runner (ffn_launch.c): creation in K2
+/* layer/run/k2_launch.c: K2's entry points on the FFN launch's runner (ffn_launch.c): creation in K2
  * mode, the checks of a step's back, the back's arguments, a step, a recorded step, the numbers. */
 #include <inttypes.h>
 #include <math.h>
@@ -57,7 +57,7 @@ hm_status hm_k2_accepts(const hm_k2 *k, const hm_k2_io *io) {
 
 /* ---------------------------------------------------------------- arguments */
 
-/* f32(512^-0.5 * log2 e) as layer/ref_attn.c computes it: the scores come out in the log2 domain */
+/* f32(512^-0.5 * log2 e) as layer/ref/ref_attn.c computes it: the scores come out in the log2 domain */
 static uint32_t qk_scale_bits(void) {
   const float s = (float)(1.0 / sqrt((double)K2_HEAD) * 1.4426950408889634);
   uint32_t u;

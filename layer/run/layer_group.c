@@ -1,4 +1,4 @@
-/* layer/layer_group.c: a TP group of one layer or a chain of layers in one process: a thread a rank for
+/* layer/run/layer_group.c: a TP group of one layer or a chain of layers in one process: a thread a rank for
  * the collective and blocking calls, host arrays in and out through a staging buffer, caches a call. */
 #include <stddef.h>
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* layer/layer_run.c: one layer's decode step on one rank (hm_layer.h): K1 and K2 bound together on one
+/* layer/run/layer_run.c: one layer's decode step on one rank (hm_layer.h): K1 and K2 bound together on one
  * epoch buffer, the layer's device buffers between them, the kinds of spec/mono.md §1.3. */
 #include <stdlib.h>
 #include <string.h>

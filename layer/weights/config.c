@@ -1,4 +1,4 @@
-/* layer/config.c: DeepSeek-V4.1-Flash's dims and layer schedule as data, the tiny test
+/* layer/weights/config.c: DeepSeek-V4.1-Flash's dims and layer schedule as data, the tiny test
  * configs with the same structure, and the widths each TP rank sees. */
 #include <stdio.h>
 #include <string.h>

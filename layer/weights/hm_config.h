@@ -1,4 +1,4 @@
-/* layer/hm_config.h: one decoder layer's configuration as data: DeepSeek-V4.1-Flash dims and
+/* layer/weights/hm_config.h: one decoder layer's configuration as data: DeepSeek-V4.1-Flash dims and
  * its 43-layer schedule (spec/mono.md §1.2-1.3, spec/model.md §1.1), small test configs, per-rank dims. */
 #ifndef HM_CONFIG_H
 #define HM_CONFIG_H

@@ -1,4 +1,4 @@
-/* layer/hm_safetensors.h: safetensors files (8-byte header length, JSON header, raw data): read a
+/* layer/weights/hm_safetensors.h: safetensors files (8-byte header length, JSON header, raw data): read a
  * file or a sharded checkpoint as a weight source, write a tensor set. */
 #ifndef HM_SAFETENSORS_H
 #define HM_SAFETENSORS_H

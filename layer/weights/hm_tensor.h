@@ -1,4 +1,4 @@
-/* layer/hm_tensor.h: named host tensors {name, dtype, shape, bytes} and sets of them: the form of
+/* layer/weights/hm_tensor.h: named host tensors {name, dtype, shape, bytes} and sets of them: the form of
  * the layer weights, the reference's stage outputs, and what safetensors files hold. */
 #ifndef HM_TENSOR_H
 #define HM_TENSOR_H

@@ -1,4 +1,4 @@
-/* layer/hm_weights.h: one layer's weights for one TP rank in the layouts the gfx950 kernels read
+/* layer/weights/hm_weights.h: one layer's weights for one TP rank in the layouts the gfx950 kernels read
  * (spec/mono.md §4), built from a checkpoint-format source: a seeded generator or a safetensors file. */
 #ifndef HM_WEIGHTS_H
 #define HM_WEIGHTS_H

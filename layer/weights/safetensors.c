@@ -1,4 +1,4 @@
-/* layer/safetensors.c: safetensors reading (mmap + json-c header parse with every entry checked),
+/* layer/weights/safetensors.c: safetensors reading (mmap + json-c header parse with every entry checked),
  * writing (header built with json-c, atomic rename), and sharded checkpoints as a weight source. */
 #include <dirent.h>
 #include <errno.h>

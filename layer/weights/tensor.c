@@ -1,4 +1,4 @@
-/* layer/tensor.c: named host tensors and sets of them (hm_tensor.h), with the dtype names
+/* layer/weights/tensor.c: named host tensors and sets of them (hm_tensor.h), with the dtype names
  * safetensors files use. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* layer/weights.c: builds one TP rank's weights in the gfx950 kernels' layouts (spec/mono.md §4)
+/* layer/weights/weights.c: builds one TP rank's weights in the gfx950 kernels' layouts (spec/mono.md §4)
  * from checkpoint-format tensors, and decodes those layouts back to values for the reference. */
 #include <math.h>
 #include <pthread.h>

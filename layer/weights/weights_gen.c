@@ -1,4 +1,4 @@
-/* layer/weights_gen.c: a layer's checkpoint tensor list (names and shapes, spec/model.md §1.3) and
+/* layer/weights/weights_gen.c: a layer's checkpoint tensor list (names and shapes, spec/model.md §1.3) and
  * the seeded generator that fills it with realistic values, any slice computable on its own. */
 #include <math.h>
 #include <pthread.h>
