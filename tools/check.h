@@ -5,6 +5,8 @@
 
 #include <stdint.h>
 
+#include "hm_weights.h"
+
 int check_ffn(int argc, char **argv);
 int check_k1(int argc, char **argv);
 int check_layer(int argc, char **argv);
@@ -27,8 +29,25 @@ int check_show(const char *name, const float *a, const float *ref, uint64_t n, c
  * within. */
 int check_count(const char *name, uint64_t diff, uint64_t n, const char *what, uint64_t tol, const char *why);
 
+/* An index source's top-k ([S][512] ascending ids, -1 padded) against the reference's, as sets: the
+ * picks not in the reference's row (and those short of its count), as one line. Exact where a row's
+ * compressed entries ((pos + 1) / ratio, live rows) fit the 512 picked; crowded_pct % of the crowded
+ * rows' 512 may move (a near tie of the indexer's scores). 1 within. */
+int check_topk(const int32_t *a, const int32_t *ref, uint32_t S, const int64_t *pos, const int64_t *slot,
+               uint32_t ratio, double crowded_pct);
+
 /* The relative L2 error of a against ref over n floats (an all-zero reference: the absolute one; a
  * NaN: infinite). */
 double check_rel(const float *a, const float *ref, uint64_t n);
+
+/* Whether two picks of k experts are the same set (check_moe.c). */
+int check_same_route(const int32_t *a, const int32_t *b, uint32_t k);
+
+/* A layer's MoE of its last step against the reference's (w: the group's weights, tp ranks) on the
+ * kernel's own FFN normed rows of S rows (normed, ids: layer_tool_route's; x: the layer's output):
+ * prints x.own (the MoE budget) and route (picks may differ only at a tie of the reference's logits);
+ * 1 within tolerance, 0 past it, -1 on a failed run (hm_errmsg says why). */
+int check_moe_own(const hm_layer_weights *w, uint32_t tp, uint32_t S, const float *normed, const int32_t *ids,
+                  const float *x);
 
 #endif /* HM_TOOLS_CHECK_H */

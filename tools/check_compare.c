@@ -4,6 +4,7 @@
 #include <stdio.h>
 
 #include "check.h"
+#include "hm_config.h"
 
 static const char *note;
 
@@ -48,6 +49,29 @@ int check_count(const char *name, uint64_t diff, uint64_t n, const char *what, u
   printf("  %-8s differ %llu of %llu %s %s (tolerance %llu: %s)%s\n", name, (unsigned long long)diff,
          (unsigned long long)n, what, ok ? "ok  " : "FAIL", (unsigned long long)tol, why, suffix());
   return ok;
+}
+
+int check_topk(const int32_t *a, const int32_t *ref, uint32_t S, const int64_t *pos, const int64_t *slot,
+               uint32_t ratio, double crowded_pct) {
+  /* a row's picks, ascending and -1 padded: the ids of a missing from ref's row, by a merge */
+  uint64_t moved = 0, picked = 0, crowded = 0;
+  for (uint32_t t = 0; t < S; t++) {
+    const int32_t *x = a + (uint64_t)t * HM_TOPK_ATTN, *y = ref + (uint64_t)t * HM_TOPK_ATTN;
+    uint32_t i = 0, j = 0;
+    for (; i < HM_TOPK_ATTN && x[i] >= 0; i++) {
+      while (j < HM_TOPK_ATTN && y[j] >= 0 && y[j] < x[i]) j++;
+      moved += !(j < HM_TOPK_ATTN && y[j] == x[i]);
+    }
+    /* and the count of picks itself: a shorter or longer list is a difference too */
+    for (j = 0; j < HM_TOPK_ATTN && y[j] >= 0; j++) {}
+    moved += j > i ? j - i : 0;
+    picked += i;
+    if (slot[t] >= 0 && (uint64_t)(pos[t] + 1) / ratio > HM_TOPK_ATTN) crowded += HM_TOPK_ATTN;
+  }
+  char what[64];
+  snprintf(what, sizeof what, "picks of the select step (%llu picked)", (unsigned long long)picked);
+  return check_count("topk", moved, picked, what, (uint64_t)(crowded * crowded_pct / 100),
+                     "exact where every entry is picked; a near tie may move one past 512 entries");
 }
 
 double check_rel(const float *a, const float *ref, uint64_t n) {

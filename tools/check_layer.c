@@ -18,14 +18,13 @@
  * occasional bf16 or e4m3 rounding against the reference's one-by-one f32 model:
  *  - res (the FFN seam's fold of the attention output into K1's streams) and normed (the FFN seam's
  *    RMSNorm, the router's input): the attention output enters as a term beside streams of rms ~4,
- *    so its flipped roundings move a stream element by ~2^-8 now and then: relative L2 4e-3, cosine
- *    0.99999 (K1's res budget);
- *  - post, comb, pre: the mixes of that residual (the mix GEMV, sigmoid, 20 Sinkhorn rounds): a
- *    flipped stream element moves a mix sum by ~1e-5 relative: 1e-3 relative L2 (test_layer.c
- *    holds the agent to 1e-3 absolute on the kernel's own inputs), cosine 0.999999;
- *  - x against the reference's MoE run on the kernel's own normed rows (x.own): the MoE budget of
- *    hsa-mono-check ffn (relative L2 1e-2, cosine 0.9999), and its route must be the kernel's except
- *    where the reference's logits of the two experts tie (1e-5 relative: test_layer.c's rule);
+ *    so its flipped roundings move a stream element by ~2^-8 now and then (2e-4 relative measured on
+ *    the software agent): relative L2 4e-3, cosine 0.99999 (K1's res budget, room for a GPU's ulps);
+ *  - post, comb, pre: the mixes of that residual (the mix GEMV, sigmoid, 20 Sinkhorn rounds) move
+ *    with its flipped elements (9e-5 relative measured): 1e-3 relative L2 (test_layer.c holds the
+ *    agent to 1e-3 absolute on the kernel's own inputs), cosine 0.999999;
+ *  - x against the reference's MoE run on the kernel's own normed rows (x.own) and the route there:
+ *    the MoE budget and the tie rule of check_moe.c, free of the earlier stages' drift;
  *  - x against the whole chain, token by token: the MoE amplifies its input's error (a flipped bf16
  *    element of a normed row can move its 32-group's e4m3 scale and requantise the group): tokens
  *    whose normed rows are within 1.3e-3 of the reference's came out up to 2.6e-2 off on the
@@ -42,9 +41,6 @@
 #define TOL_RES_COS 0.99999
 #define TOL_MIX_REL 1e-3
 #define TOL_MIX_COS 0.999999
-#define TOL_X_REL 1e-2
-#define TOL_X_COS 0.9999
-#define TOL_TIE 1e-5f
 #define TOL_X_TOKEN 0.1
 #define TOL_FLIPS(S) (1 + (S) / 16)
 #define TOL_TOPK_PCT 2
@@ -72,16 +68,6 @@ static uint64_t count_diff_i32(const int32_t *a, const int32_t *b, uint64_t n) {
   uint64_t d = 0;
   for (uint64_t i = 0; i < n; i++) d += a[i] != b[i];
   return d;
-}
-
-/* whether two picks of k experts are the same set */
-static int same_set(const int32_t *a, const int32_t *b, uint32_t k) {
-  for (uint32_t i = 0; i < k; i++) {
-    int found = 0;
-    for (uint32_t j = 0; j < k && !found; j++) found = a[i] == b[j];
-    if (!found) return 0;
-  }
-  return 1;
 }
 
 int check_layer(int argc, char **argv) {
@@ -144,7 +130,7 @@ int check_layer(int argc, char **argv) {
          "%ld, SWA blocks of %ld, seed %llu, on %s\n",
          model, layer, layer_tool_kind(&cfg, kind, sizeof kind), cfg.experts, cfg.topk, reduced ? " (REDUCED)" : "", tp,
          rows, reqs, ctx, block, seed, hm_runtime_describe(rt));
-  const uint32_t S = (uint32_t)rows, D = cfg.hidden, T = (uint32_t)tp, K = cfg.topk, E = cfg.experts;
+  const uint32_t S = (uint32_t)rows, D = cfg.hidden, T = (uint32_t)tp, K = cfg.topk;
   const bool index = hm_config_has(&cfg, HM_ROLE_INDEX_SOURCE), first = hm_config_has(&cfg, HM_ROLE_FIRST);
   int rc = 2, pass = 1;
   layer_tool L;
@@ -152,13 +138,13 @@ int check_layer(int argc, char **argv) {
   hm_gen_step step, refs;
   memset(&step, 0, sizeof step), memset(&refs, 0, sizeof refs);
   hm_select_state *rsel = NULL;
-  hm_tensor_set ref, moe;
-  hm_tset_init(&ref), hm_tset_init(&moe);
+  hm_tensor_set ref;
+  hm_tset_init(&ref);
   hm_layer_outputs out[4];
   memset(out, 0, sizeof out);
   float *normed = malloc(sizeof(float) * S * D);
   int32_t *ids = malloc(sizeof(int32_t) * S * K), *kt_want = NULL, *klen_want = NULL;
-  if (!normed || !ids) goto done;
+  if (!normed || !ids) goto oom;
   hm_ffn_config run = ffn_tool_launch(rt, reduced, ctas);
   if (layer_tool_open(&L, rt, &cfg, T, seed, &run, NULL) != HM_OK) goto done;
   /* the group's step and the reference's own copy: each writes its records (and a kv source's
@@ -175,19 +161,15 @@ int check_layer(int argc, char **argv) {
       if (hm_gen_step_seed_select(&step, &cfg, hm_layer_group_select_state(L.g, r), seed) != HM_OK) goto done;
   }
   for (uint32_t r = 0; r < T; r++)
-    if (!layer_tool_outputs(&out[r], S, D, true)) {
-      hm_fail(HM_ERR_NO_MEMORY, "outputs");
-      goto done;
-    }
+    if (!layer_tool_outputs(&out[r], S, D, true)) goto oom;
   if (hm_layer_group_step(L.g, &step.in, 1, out, NULL) != HM_OK) goto done;
   if (hm_ref_layer_step(L.w, T, &refs.in, NULL, rsel, &ref) != HM_OK) goto done;
-  /* the MoE of the reference on the kernel's own normed rows: the route and x without the drift of
-   * the layer's earlier stages */
-  if (layer_tool_route(rt, L.g, S, normed, ids) != HM_OK || hm_ref_moe(L.w, T, S, normed, &moe) != HM_OK) goto done;
+  /* the FFN half's own normed rows and route (the MoE is checked on them: free of the earlier drift) */
+  if (layer_tool_route(rt, L.g, S, normed, ids) != HM_OK) goto done;
   /* an index source's key table: keylist's on the kernel's own top-k, against the reference's table of the same */
   const int32_t *kt_ref, *klen_ref;
   if (index) {
-    if (!(kt_want = malloc(4 * (size_t)S * HM_KEYS)) || !(klen_want = malloc(8 * (size_t)S))) goto done;
+    if (!(kt_want = malloc(4 * (size_t)S * HM_KEYS)) || !(klen_want = malloc(8 * (size_t)S))) goto oom;
     hm_key_args ka = {S, cfg.compress_ratio, step.pos, step.slot, step.swa_idx, step.swa_len, step.t2r,
                       out[0].topk, step.bt, step.in.bt_stride, step.in.comp.block_size};
     if (hm_ref_key_table(&ka, kt_want, klen_want) != HM_OK) goto done;
@@ -205,56 +187,37 @@ int check_layer(int argc, char **argv) {
   const float *rnormed = hm_tset_data(&ref, "ffn.seam.normed", HM_DT_F32, (uint64_t)S * D);
   const int32_t *rids = hm_tset_data(&ref, "router.ids", HM_DT_I32, (uint64_t)S * K);
   const int32_t *rtopk = index ? hm_tset_data(&ref, "k1.topk", HM_DT_I32, (uint64_t)S * HM_TOPK_ATTN) : NULL;
-  const float *mx = hm_tset_data(&moe, "out.x", HM_DT_F32, (uint64_t)S * D);
-  const int32_t *mids = hm_tset_data(&moe, "router.ids", HM_DT_I32, (uint64_t)S * K);
-  const float *mlog = hm_tset_data(&moe, "router.logits", HM_DT_F32, (uint64_t)S * E);
-  if (!rx || !rres || !rpost || !rcomb || !rpre || !rnormed || !rids || (index && !rtopk) || !mx || !mids || !mlog ||
-      !kt_ref || !klen_ref)
+  if (!rx || !rres || !rpost || !rcomb || !rpre || !rnormed || !rids || (index && !rtopk) || !kt_ref || !klen_ref)
     goto done;
   rc = 0;
-  printf("rank 0 against the reference:\n");
+  printf("rank 0 against the reference:%s\n", reduced ? note : "");
   /* x token by token against the whole chain: far off only with another route */
   uint32_t beyond = 0, flipped = 0;
   for (uint32_t t = 0; t < S; t++) {
-    int other = !same_set(ids + (size_t)t * K, rids + (size_t)t * K, K);
+    int other = !check_same_route(ids + (size_t)t * K, rids + (size_t)t * K, K);
     flipped += other;
     beyond += !other && !(check_rel(out[0].x + (size_t)t * D, rx + (size_t)t * D, D) <= TOL_X_TOKEN);
   }
   pass &= check_show("x", out[0].x, rx, (uint64_t)S * D, "the whole chain: held token by token");
-  pass &= check_count("x.tokens", beyond, S, "tokens with the reference's route beyond rel L2 0.1", 0,
-                      "the MoE's amplification of its input's error");
+  char what[96];
+  snprintf(what, sizeof what, "tokens with the reference's route beyond rel L2 %g", TOL_X_TOKEN);
+  pass &= check_count("x.tokens", beyond, S, what, 0, "the MoE's amplification of its input's error");
   pass &= check_count("x.route", flipped, S, "tokens with another route than the reference's", TOL_FLIPS(S),
                       "a near tie of the biased scores flips");
-  pass &= check_compare("x.own", out[0].x, mx, (uint64_t)S * D, TOL_X_REL, TOL_X_COS);
-  /* the kernel's picks against the reference's on the same rows: only exact ties may differ */
-  uint64_t picks = 0, untied = 0;
-  for (uint32_t t = 0; t < S; t++)
-    for (uint32_t j = 0; j < K; j++) {
-      int32_t a = ids[t * K + j], b = mids[t * K + j];
-      if (a == b) continue;
-      picks++;
-      float la = a >= 0 && (uint32_t)a < E ? mlog[(uint64_t)t * E + (uint32_t)a] : NAN;
-      float lb = mlog[(uint64_t)t * E + (uint32_t)b];
-      untied += !(fabsf(la - lb) <= TOL_TIE * fmaxf(fabsf(la), fabsf(lb)));
-    }
-  char what[96];
-  snprintf(what, sizeof what, "picks not at a tie (%llu differ) from the reference's on the kernel's rows",
-           (unsigned long long)picks);
-  pass &= check_count("route", untied, (uint64_t)S * K, what, 0, "logits within 1e-5 may swap");
+  int moe = check_moe_own(L.w, T, S, normed, ids, out[0].x);
+  if (moe < 0) {
+    rc = 2;
+    goto done;
+  }
+  pass &= moe;
   pass &= check_compare("normed", normed, rnormed, (uint64_t)S * D, TOL_RES_REL, TOL_RES_COS);
   pass &= check_compare("res", out[0].res, rres, (uint64_t)S * 4 * D, TOL_RES_REL, TOL_RES_COS);
   pass &= check_compare("post", out[0].post, rpost, (uint64_t)S * 4, TOL_MIX_REL, TOL_MIX_COS);
   pass &= check_compare("comb", out[0].comb, rcomb, (uint64_t)S * 16, TOL_MIX_REL, TOL_MIX_COS);
   pass &= check_compare("pre", out[0].pre, rpre, (uint64_t)S * 4, TOL_MIX_REL, TOL_MIX_COS);
   if (index) {
-    /* entries of rows with more compressed entries than the 512 picked may reorder at a near tie */
-    uint64_t crowded = 0;
-    for (uint32_t t = 0; t < S; t++)
-      if (step.slot[t] >= 0 && (uint64_t)(step.pos[t] + 1) / cfg.compress_ratio > HM_TOPK_ATTN) crowded += HM_TOPK_ATTN;
-    pass &= check_count("topk", count_diff_i32(out[0].topk, rtopk, (uint64_t)S * HM_TOPK_ATTN),
-                        (uint64_t)S * HM_TOPK_ATTN, "entries of the select step", crowded * TOL_TOPK_PCT / 100,
-                        "exact where every entry is picked, 2 % past 512 entries");
-    printf("key table: keylist's of the kernel's own top-k\n");
+    pass &= check_topk(out[0].topk, rtopk, S, step.pos, step.slot, cfg.compress_ratio, TOL_TOPK_PCT);
+    printf("key table: keylist's of the kernel's own top-k%s\n", reduced ? note : "");
   }
   pass &= check_count("kt", count_diff_i32(out[0].kt, kt_ref, (uint64_t)S * HM_KEYS), (uint64_t)S * HM_KEYS, "entries",
                       0, "exact, from the metadata alone");
@@ -269,17 +232,20 @@ int check_layer(int argc, char **argv) {
                !memcmp(out[r].kt, out[0].kt, 4 * (size_t)S * HM_KEYS) &&
                !memcmp(out[r].klen, out[0].klen, 8 * (size_t)S) &&
                (!index || !memcmp(out[r].topk, out[0].topk, 4 * (size_t)S * HM_TOPK_ATTN));
-    printf("  rank %u: %s rank 0's bits (x, res, post, comb, pre, key table%s)\n", r, same ? "holds" : "DOES NOT hold",
-           index ? ", top-k" : "");
+    printf("  rank %u: %s rank 0's bits (x, res, post, comb, pre, key table%s)%s\n", r,
+           same ? "holds" : "DOES NOT hold", index ? ", top-k" : "", reduced ? note : "");
     pass &= same;
   }
   rc = pass ? 0 : 1;
   printf("%s%s\n", pass ? "PASS" : "FAIL", reduced ? note : "");
+  goto done;
+oom:
+  hm_fail(HM_ERR_NO_MEMORY, "layer check");
 done:
   if (rc == 2) fprintf(stderr, "hsa-mono-check layer: %s\n", hm_errmsg());
   for (uint32_t r = 0; r < 4; r++) layer_tool_outputs_free(&out[r]);
   free(normed), free(ids), free(kt_want), free(klen_want);
-  hm_tset_free(&ref), hm_tset_free(&moe);
+  hm_tset_free(&ref);
   hm_select_state_free(rsel);
   hm_gen_step_free(&step), hm_gen_step_free(&refs);
   layer_tool_close(&L);

@@ -208,9 +208,10 @@ START_TEST(model_chain) {
       snprintf(head, sizeof head, "step %u, layer %u (", s, l);
       ck_assert_msg(strstr(out, head) != NULL, "no report of %s", head);
     }
-  /* a layer's x, x.own, route, res, post, comb, pre in each of the 6 (steps x layers); the index
-   * source's top-k in each step */
-  static const char *const checks[] = {"x", "x.own", "route", "res", "post", "comb", "pre"};
+  /* a layer's x, x.own, route, res, post, comb, pre, key table and SWA cache in each of the 6 (steps x
+   * layers); the index source's top-k in each step */
+  static const char *const checks[] = {"x", "x.own", "route", "res", "post", "comb", "pre", "keys", "records",
+                                       "cache"};
   for (unsigned j = 0; j < sizeof checks / sizeof *checks; j++)
     ck_assert_msg(ok_lines(out, checks[j]) == 6, "%s: %u ok lines, not 6", checks[j], ok_lines(out, checks[j]));
   ck_assert_uint_eq(ok_lines(out, "topk"), 2);

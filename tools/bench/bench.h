@@ -3,9 +3,16 @@
 #ifndef HM_BENCH_H
 #define HM_BENCH_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
+#include "hm_config.h"
 #include "hm_hsa.h"
+
+/* MI355X (spec/performance.md): 8.0 TB/s peak HBM, ~7.2 TB/s measured streaming: the floors the
+ * launch benches set a step's bytes against */
+#define BENCH_HBM_PEAK 8.0e12
+#define BENCH_HBM_REAL 7.2e12
 
 /* One subcommand: name, one-line summary, and its main (argv[0] is the subcommand's name). */
 struct bench_cmd {
@@ -19,6 +26,8 @@ int bench_sim(int argc, char **argv);
 int bench_allreduce(int argc, char **argv);
 int bench_ffn(int argc, char **argv);
 int bench_k1(int argc, char **argv);
+int bench_layer(int argc, char **argv);
+int bench_model(int argc, char **argv);
 
 /* Open the runtime HSAMONO_RUNTIME selects and print one line saying which, so no software-agent
  * figure is read as a GPU figure. Exits the process with a message on failure. */
@@ -26,5 +35,26 @@ hm_runtime *bench_open(void);
 uint64_t bench_now_ns(void);
 /* Whether this process runs under valgrind (callgrind counts instead of nanoseconds). */
 int bench_under_valgrind(void);
+
+/* A comma-separated list of at most max row counts, each 1..HM_MAX_ROWS, nothing else: 1 and
+ * rows[0..*n), or 0. */
+int bench_rows_list(const char *s, uint32_t *rows, unsigned max, unsigned *n);
+
+/* One whole layer's figures at one width (bench/layer.c): µs a step on rank 0, the bytes a rank must
+ * read (K1's, the FFN half's of the experts it chose, the attention back's of the step's keys), the
+ * distinct experts it chose. */
+typedef struct bench_layer_row {
+  uint32_t rows;
+  double us;
+  uint64_t bytes;
+  uint32_t experts;
+} bench_layer_row;
+
+/* Times whole steps of layer cfg (generated weights of seed, its kind's parts) on a TP group of tp on
+ * rt: for each of rows[0..nrows), one warm-up step and `steps` timed ones of a generated step of that
+ * many rows (one request, past the window) into out[]. reduced: cfg's routing is not the model's;
+ * ctas: the grid (0: launch_tool_grid's). 0, or 1 with the error printed. */
+int bench_layer_time(hm_runtime *rt, const hm_layer_config *cfg, bool reduced, uint32_t tp, const uint32_t *rows,
+                     unsigned nrows, uint32_t steps, uint64_t seed, long ctas, bench_layer_row *out);
 
 #endif /* HM_BENCH_H */

@@ -12,9 +12,6 @@
 #include "hm_ffn_group.h"
 #include "hm_ref.h"
 
-/* MI355X (spec/performance.md): 8.0 TB/s peak HBM, ~7.2 TB/s measured streaming */
-#define HBM_PEAK 8.0e12
-#define HBM_REAL 7.2e12
 #define MAX_ROWS_LIST 8
 
 static void usage(FILE *f) {
@@ -132,7 +129,7 @@ int bench_ffn(int argc, char **argv) {
     for (uint32_t r = 0; r < 4; r++) free(parts[r]);
     free(res), free(post), free(comb), free(pre);
     if (st) goto fail;
-    double f8 = (double)bytes / HBM_PEAK * 1e6, f7 = (double)bytes / HBM_REAL * 1e6;
+    double f8 = (double)bytes / BENCH_HBM_PEAK * 1e6, f7 = (double)bytes / BENCH_HBM_REAL * 1e6;
     printf("%6u %12.1f %10u %12llu %12.2f %12.2f %9.1f%s\n", S, ns / 1e3, ne, (unsigned long long)bytes, f8, f7,
            ns / 1e3 / f8, hm_runtime_is_sim(rt) ? "  (software agent: CPU time)" : "");
   }

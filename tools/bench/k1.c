@@ -11,9 +11,6 @@
 #include "hm_k1_group.h"
 #include "hm_ref.h"
 
-/* MI355X (spec/performance.md): 8.0 TB/s peak HBM, ~7.2 TB/s measured streaming (as bench ffn) */
-#define HBM_PEAK 8.0e12
-#define HBM_REAL 7.2e12
 #define MAX_ROWS_LIST 8
 /* The generated steps' context: past the 128-slot window, so every row attends a full window */
 #define BENCH_CTX 1024
@@ -49,26 +46,7 @@ int bench_k1(int argc, char **argv) {
   while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
     switch (o) {
       case 't': bad |= !launch_tool_num(optarg, &tp); break;
-      case 'r': {
-        /* a comma-separated list of at most MAX_ROWS_LIST widths, nothing else */
-        nrows = 0;
-        char *p = optarg;
-        for (;;) {
-          char *end;
-          long v = strtol(p, &end, 10);
-          if (end == p || nrows == MAX_ROWS_LIST || v < 1 || v > HM_MAX_ROWS) {
-            bad = 1;
-            break;
-          }
-          rows[nrows++] = (uint32_t)v;
-          if (*end == ',') p = end + 1;
-          else {
-            bad |= *end != 0;
-            break;
-          }
-        }
-        break;
-      }
+      case 'r': bad |= !bench_rows_list(optarg, rows, MAX_ROWS_LIST, &nrows); break;
       case 'c': model = optarg; break;
       case 'l': bad |= !launch_tool_num(optarg, &layer) || layer < 0; break;
       case 'n': bad |= !launch_tool_num(optarg, &steps) || steps < 0; break;
@@ -123,7 +101,7 @@ int bench_k1(int argc, char **argv) {
     hm_gen_step_free(&step);
     if (st) goto fail;
     uint64_t bytes = hm_k1_step_bytes(hm_k1_group_rank(g, 0), S);
-    double f8 = (double)bytes / HBM_PEAK * 1e6, f7 = (double)bytes / HBM_REAL * 1e6;
+    double f8 = (double)bytes / BENCH_HBM_PEAK * 1e6, f7 = (double)bytes / BENCH_HBM_REAL * 1e6;
     printf("%6u %12.1f %12llu %12.2f %12.2f %9.1f%s\n", S, ns / 1e3, (unsigned long long)bytes, f8, f7,
            ns / 1e3 / f8, sim ? "  (software agent: CPU time)" : "");
   }

@@ -12,6 +12,9 @@ static const struct bench_cmd cmds[] = {
     {"sim", "the software agent's speed: 256 CTAs x 512 work-items with 10 barriers", bench_sim},
     {"ffn", "µs a step of the FFN launch, the bytes it must read and the HBM floor (--tp N --rows R)", bench_ffn},
     {"k1", "µs a step of K1 (attention seam + front), the bytes it must read and the HBM floor", bench_k1},
+    {"layer", "µs a whole layer step (K1 -> [select -> keylist] -> K2), the bytes it must read and the HBM floor",
+     bench_layer},
+    {"model", "µs a layer of each kind and their sum as a model step, bytes and the HBM floor", bench_model},
     {"allreduce", "µs a step of the peer all-reduce by size, beside the xGMI floor (--tp N --rows R)", bench_allreduce},
 };
 
@@ -37,6 +40,18 @@ hm_runtime *bench_open(void) {
   else
     printf("# on %s\n", hm_runtime_describe(rt));
   return rt;
+}
+
+int bench_rows_list(const char *s, uint32_t *rows, unsigned max, unsigned *n) {
+  *n = 0;
+  for (const char *p = s;;) {
+    char *end;
+    long v = strtol(p, &end, 10);
+    if (end == p || *n == max || v < 1 || v > HM_MAX_ROWS) return 0;
+    rows[(*n)++] = (uint32_t)v;
+    if (*end != ',') return *end == 0;
+    p = end + 1;
+  }
 }
 
 static void usage(FILE *f) {

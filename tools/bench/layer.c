@@ -1,0 +1,157 @@
+/* tools/bench/layer.c: hsa-mono-bench layer: µs a whole layer step (K1 -> [select -> keylist] -> K2) of
+ * a TP group on rank 0, the bytes a rank must read and the floor at the part's HBM; the timing bench model shares. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ffn_tool.h"
+#include "../launch_tool.h"
+#include "../layer_tool.h"
+#include "bench.h"
+
+#define MAX_ROWS_LIST 8
+/* The generated steps' context: past the 128-slot window, so every row attends a full window (and a
+ * ratio-2 layer 512 compressed entries, a ratio-1 layer more than the 512 it picks) */
+#define BENCH_CTX 1024
+
+int bench_layer_time(hm_runtime *rt, const hm_layer_config *cfg, bool reduced, uint32_t tp, const uint32_t *rows,
+                     unsigned nrows, uint32_t steps, uint64_t seed, long ctas, bench_layer_row *out) {
+  layer_tool L;
+  hm_ffn_config run = ffn_tool_launch(rt, reduced, ctas);
+  if (layer_tool_open(&L, rt, cfg, tp, seed, &run, NULL) != HM_OK) {
+    fprintf(stderr, "hsa-mono-bench: layer %d: %s\n", cfg->layer, hm_errmsg());
+    return 1;
+  }
+  hm_layer *l0 = hm_layer_group_rank(L.g, 0);
+  hm_k2 *k2 = hm_layer_k2(l0);
+  int rc = 0;
+  for (unsigned i = 0; i < nrows && !rc; i++) {
+    const uint32_t S = rows[i];
+    hm_gen_step step;
+    hm_status st = hm_gen_step_make(cfg, S, 1, BENCH_CTX, seed, &step);
+    if (st) {
+      rc = 1;
+      break;
+    }
+    if (hm_config_has(cfg, HM_ROLE_FIRST)) step.in.res = NULL; /* the embedding in x */
+    step.in.engram_table = &L.table;
+    /* an index source's indexer keys of the entries before the step, as the serving stack holds them */
+    for (uint32_t r = 0; r < tp && !st && hm_config_has(cfg, HM_ROLE_INDEX_SOURCE); r++)
+      st = hm_gen_step_seed_select(&step, cfg, hm_layer_group_select_state(L.g, r), seed);
+    /* rank 0's klen: the keys the attention back reads */
+    int32_t *klen = malloc(sizeof(int32_t) * 2 * S);
+    hm_layer_outputs o[HM_LAYER_MAX_TP];
+    memset(o, 0, sizeof o);
+    o[0].klen = klen;
+    double ns = 0;
+    if (!st && !klen) st = hm_fail(HM_ERR_NO_MEMORY, "klen");
+    /* warm-up: the width's mailboxes; then every step from the same inputs and caches */
+    if (!st) st = hm_layer_group_step(L.g, &step.in, 1, NULL, NULL);
+    if (!st) st = hm_layer_group_step(L.g, &step.in, steps, o, &ns);
+    uint64_t ffn = 0;
+    uint32_t ne = 0;
+    if (!st) st = hm_ffn_step_bytes(k2, S, &ffn, &ne);
+    if (!st) {
+      uint64_t bytes = hm_k1_step_bytes(hm_layer_k1(l0), S) + ffn + hm_k2_back_bytes(k2, S, klen);
+      out[i] = (bench_layer_row){S, ns / 1e3, bytes, ne};
+    }
+    free(klen);
+    hm_gen_step_free(&step);
+    rc = st != HM_OK;
+  }
+  if (rc) fprintf(stderr, "hsa-mono-bench: layer %d: %s\n", cfg->layer, hm_errmsg());
+  layer_tool_close(&L);
+  return rc;
+}
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: hsa-mono-bench layer [--layer L] [--tp N] [--rows R[,R...]] [--config v41-flash|tiny]\n"
+          "                            [--experts E] [--steps N] [--seed S] [--ctas G]\n"
+          "\n"
+          "Runs whole steps of layer L (default 3, a ratio-2 REUSE layer; any of 0..42: K1, on an index source\n"
+          "the select step and keylist launch, K2) for a TP group (default 4) in this process, each rank on its\n"
+          "own agent, `steps` steps (default 100 on a GPU, 2 on the software agent, after one warm-up) of a\n"
+          "generated step for each row count (default 1,8), and prints µs a step on rank 0, the distinct\n"
+          "experts it chose, the bytes a step must read on a rank (K1's weights and I/O, the attention back's\n"
+          "wo_a, wo_b and the step's keys, the FFN half's experts, shared expert, router and seam) and the\n"
+          "floor those bytes take at MI355X's 8.0 TB/s peak (7.2 TB/s measured). On the software agent the\n"
+          "routed experts of v41-flash are cut to 32 (top-6) so a step takes seconds (--experts E: another\n"
+          "count; every line says the run is reduced), its times are CPU times, printed for the record, not\n"
+          "GPU figures, and its grid is 8 CTAs a rank (--ctas G: another grid; a GPU's default is one CTA a CU).\n");
+}
+
+int bench_layer(int argc, char **argv) {
+  const char *model = "v41-flash";
+  long layer = 3, tp = 4, steps = 0, experts = -1, ctas = 0;
+  unsigned long long seed = 1;
+  uint32_t rows[MAX_ROWS_LIST] = {1, 8};
+  unsigned nrows = 2;
+  static const struct option opts[] = {{"layer", required_argument, 0, 'l'},   {"tp", required_argument, 0, 't'},
+                                       {"rows", required_argument, 0, 'r'},    {"config", required_argument, 0, 'c'},
+                                       {"experts", required_argument, 0, 'e'}, {"steps", required_argument, 0, 'n'},
+                                       {"seed", required_argument, 0, 's'},    {"ctas", required_argument, 0, 'g'},
+                                       {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+  int o, bad = 0;
+  optind = 1;
+  while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    switch (o) {
+      case 'l': bad |= !launch_tool_num(optarg, &layer) || layer < 0; break;
+      case 't': bad |= !launch_tool_num(optarg, &tp); break;
+      case 'r': bad |= !bench_rows_list(optarg, rows, MAX_ROWS_LIST, &nrows); break;
+      case 'c': model = optarg; break;
+      case 'e': bad |= !launch_tool_num(optarg, &experts) || experts < 1; break;
+      case 'n': bad |= !launch_tool_num(optarg, &steps) || steps < 1; break;
+      case 's': {
+        char *end;
+        seed = strtoull(optarg, &end, 0);
+        bad |= !*optarg || *end;
+        break;
+      }
+      case 'g': bad |= !launch_tool_num(optarg, &ctas) || ctas < 0; break;
+      case 'h': usage(stdout); return 0;
+      default: usage(stderr); return 2;
+    }
+  }
+  if (bad || optind < argc || (tp != 2 && tp != 4)) {
+    usage(stderr);
+    return 2;
+  }
+  hm_layer_config named;
+  if (hm_config_by_name(model, (int32_t)layer, &named) != HM_OK) {
+    fprintf(stderr, "hsa-mono-bench layer: %s\n", hm_errmsg());
+    return 2;
+  }
+  hm_runtime *rt = bench_open();
+  const bool sim = hm_runtime_is_sim(rt);
+  if (!steps) steps = sim ? 2 : 100;
+  /* the software agent's default: 32 of V4.1-Flash's routed experts, so a step takes seconds */
+  if (experts < 0) experts = sim && !strcmp(model, "v41-flash") ? 32 : 0;
+  hm_layer_config cfg;
+  bool reduced;
+  if (ffn_tool_layer(model, layer, experts, 0, &cfg, &reduced) != HM_OK) {
+    fprintf(stderr, "hsa-mono-bench layer: %s\n", hm_errmsg());
+    hm_runtime_close(rt);
+    return 2;
+  }
+  char kind[64], note[96];
+  snprintf(note, sizeof note, "%s%s%s", sim || reduced ? "  (" : "", sim ? "software agent: CPU time" : "",
+           reduced ? (sim ? "; REDUCED experts)" : "REDUCED experts)") : sim ? ")" : "");
+  printf("# whole layer: %s layer %ld (%s), hidden %u, %u heads, %u experts top-%u%s, TP%ld, %ld steps a width\n",
+         model, layer, layer_tool_kind(&cfg, kind, sizeof kind), cfg.hidden, cfg.heads, cfg.experts, cfg.topk,
+         reduced ? " (REDUCED expert count)" : "", tp, steps);
+  bench_layer_row out[MAX_ROWS_LIST];
+  int rc = bench_layer_time(rt, &cfg, reduced, (uint32_t)tp, rows, nrows, (uint32_t)steps, seed, ctas, out);
+  if (!rc) {
+    printf("%6s %12s %10s %12s %12s %12s %9s\n", "rows", "us/step", "experts", "bytes/rank", "floor_us@8.0",
+           "floor_us@7.2", "x_floor");
+    for (unsigned i = 0; i < nrows; i++) {
+      double f8 = (double)out[i].bytes / BENCH_HBM_PEAK * 1e6, f7 = (double)out[i].bytes / BENCH_HBM_REAL * 1e6;
+      printf("%6u %12.1f %10u %12llu %12.2f %12.2f %9.1f%s\n", out[i].rows, out[i].us, out[i].experts,
+             (unsigned long long)out[i].bytes, f8, f7, out[i].us / f8, note);
+    }
+  }
+  hm_runtime_close(rt);
+  return rc;
+}

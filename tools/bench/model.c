@@ -1,0 +1,175 @@
+/* tools/bench/model.c: hsa-mono-bench model: µs a whole layer of each kind (a TP group a layer, in turn)
+ * and their sum as µs a decode step of the model, the bytes a rank must read and the floor at the part's HBM. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ffn_tool.h"
+#include "../launch_tool.h"
+#include "../layer_tool.h"
+#include "bench.h"
+
+#define MAX_ROWS_LIST 8
+/* One layer of each kind of the schedule (spec/mono.md §1.3): the first layer, the Engram window
+ * layer, a ratio-2 kv + index source, a ratio-2 REUSE layer, the ratio-1 kv + index source with the
+ * candidates, a ratio-1 REUSE layer, a ratio-1 index source reading layer 20's cache, a draft layer */
+static const long kinds[] = {0, 1, 2, 3, 20, 21, 24, 40};
+
+/* A layer's kind for the sum: its roles but Engram, and its compress ratio (layer 14, a ratio-2 kv +
+ * index source with Engram, counts as layer 2's kind: its Engram block is host work the bench of
+ * layer 1 times) */
+static uint32_t kind_key(const hm_layer_config *c) {
+  return (c->roles & ~(uint32_t)HM_ROLE_ENGRAM) | c->compress_ratio << 16;
+}
+
+/* "A-B" or "L,L,...": at most max layers of the schedule, ascending or not */
+static int parse_layers(const char *s, long *out, unsigned max, unsigned *n) {
+  *n = 0;
+  const char *dash = strchr(s, '-');
+  if (dash && !strchr(s, ',')) {
+    char first[24];
+    size_t k = (size_t)(dash - s);
+    long a, b;
+    if (!k || k >= sizeof first) return 0;
+    memcpy(first, s, k), first[k] = 0;
+    if (!launch_tool_num(first, &a) || !launch_tool_num(dash + 1, &b) || a < 0 || a > b || b >= HM_MAX_LAYERS ||
+        (unsigned long)(b - a + 1) > max)
+      return 0;
+    for (long l = a; l <= b; l++) out[(*n)++] = l;
+    return 1;
+  }
+  for (const char *p = s;;) {
+    char *end;
+    long v = strtol(p, &end, 10);
+    if (end == p || *n == max || v < 0 || v >= HM_MAX_LAYERS) return 0;
+    out[(*n)++] = v;
+    if (*end != ',') return *end == 0;
+    p = end + 1;
+  }
+}
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: hsa-mono-bench model [--tp N] [--rows R[,R...]] [--layers A-B|L,L,...] [--config v41-flash|tiny]\n"
+          "                            [--experts E] [--steps N] [--seed S] [--ctas G]\n"
+          "\n"
+          "Times whole layer steps (as hsa-mono-bench layer: K1, the select step and keylist launch on an index\n"
+          "source, K2) of each layer given, one TP group (default 4) at a time, for each row count (default\n"
+          "1,8): µs a layer on rank 0, the bytes a rank must read and their floor at MI355X's 8.0 TB/s (7.2\n"
+          "measured), then their sum as a step. By default one layer of each kind (0, 1, 2, 3, 20, 21, 24, 40)\n"
+          "each counted as often as the model has its kind (roles and compress ratio; 14 as 2), so the sum is\n"
+          "a decode step of all 43 layers (40 + 3 draft); with --layers each layer given counts once. `steps`\n"
+          "steps a width (default 100 on a GPU, 1 on the software agent) after a warm-up. On the software\n"
+          "agent the routed experts of v41-flash are cut to 32 (--experts E: another count), every line says\n"
+          "so and that its times are CPU times, and the grid is 8 CTAs a rank (--ctas G: another grid).\n");
+}
+
+int bench_model(int argc, char **argv) {
+  const char *model = "v41-flash";
+  long tp = 4, steps = 0, experts = -1, ctas = 0, layers[HM_MAX_LAYERS];
+  unsigned long long seed = 1;
+  uint32_t rows[MAX_ROWS_LIST] = {1, 8};
+  unsigned nrows = 2, nl = sizeof kinds / sizeof *kinds;
+  memcpy(layers, kinds, sizeof kinds);
+  bool whole = true; /* the default list: each kind counted as often as the model has it */
+  static const struct option opts[] = {{"tp", required_argument, 0, 't'},      {"rows", required_argument, 0, 'r'},
+                                       {"layers", required_argument, 0, 'l'},  {"config", required_argument, 0, 'c'},
+                                       {"experts", required_argument, 0, 'e'}, {"steps", required_argument, 0, 'n'},
+                                       {"seed", required_argument, 0, 's'},    {"ctas", required_argument, 0, 'g'},
+                                       {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+  int o, bad = 0;
+  optind = 1;
+  while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    switch (o) {
+      case 't': bad |= !launch_tool_num(optarg, &tp); break;
+      case 'r': bad |= !bench_rows_list(optarg, rows, MAX_ROWS_LIST, &nrows); break;
+      case 'l': bad |= !parse_layers(optarg, layers, HM_MAX_LAYERS, &nl), whole = false; break;
+      case 'c': model = optarg; break;
+      case 'e': bad |= !launch_tool_num(optarg, &experts) || experts < 1; break;
+      case 'n': bad |= !launch_tool_num(optarg, &steps) || steps < 1; break;
+      case 's': {
+        char *end;
+        seed = strtoull(optarg, &end, 0);
+        bad |= !*optarg || *end;
+        break;
+      }
+      case 'g': bad |= !launch_tool_num(optarg, &ctas) || ctas < 0; break;
+      case 'h': usage(stdout); return 0;
+      default: usage(stderr); return 2;
+    }
+  }
+  if (bad || optind < argc || (tp != 2 && tp != 4)) {
+    usage(stderr);
+    return 2;
+  }
+  hm_layer_config probe;
+  if (hm_config_by_name(model, 0, &probe) != HM_OK) {
+    fprintf(stderr, "hsa-mono-bench model: %s\n", hm_errmsg());
+    return 2;
+  }
+  hm_runtime *rt = bench_open();
+  const bool sim = hm_runtime_is_sim(rt);
+  if (!steps) steps = sim ? 1 : 100;
+  if (experts < 0) experts = sim && !strcmp(model, "v41-flash") ? 32 : 0;
+  /* how many of the model's layers each one given stands for */
+  uint32_t count[HM_MAX_LAYERS], total = 0;
+  for (unsigned i = 0; i < nl; i++) count[i] = whole ? 0 : 1;
+  for (int32_t m = 0; whole && m < HM_MAX_LAYERS; m++) {
+    hm_layer_config c, k;
+    hm_config_by_name(model, m, &c);
+    for (unsigned i = 0; i < nl; i++) {
+      hm_config_by_name(model, (int32_t)layers[i], &k);
+      if (kind_key(&k) == kind_key(&c)) {
+        count[i]++;
+        break;
+      }
+    }
+  }
+  for (unsigned i = 0; i < nl; i++) total += count[i];
+  bench_layer_row *out = calloc((size_t)nl * nrows, sizeof *out);
+  double *us = calloc(nrows, sizeof *us), *bytes = calloc(nrows, sizeof *bytes);
+  int rc = 1, reduced_any = 0;
+  char note[96] = "";
+  if (!out || !us || !bytes) goto done;
+  printf("# whole layers of %s, TP%ld, %ld steps a width; the step: %s\n", model, tp, steps,
+         whole ? "the model's 43 layers, each kind's time counted as often as the model has it"
+               : "the layers given, each once");
+  printf("%6s %6s %12s %10s %12s %12s %12s %9s %6s  %s\n", "layer", "rows", "us/layer", "experts", "bytes/rank",
+         "floor_us@8.0", "floor_us@7.2", "x_floor", "count", "kind");
+  for (unsigned i = 0; i < nl; i++) {
+    hm_layer_config cfg;
+    bool reduced;
+    if (ffn_tool_layer(model, layers[i], experts, 0, &cfg, &reduced) != HM_OK) {
+      fprintf(stderr, "hsa-mono-bench model: %s\n", hm_errmsg());
+      goto done;
+    }
+    reduced_any |= reduced;
+    snprintf(note, sizeof note, "%s%s%s", sim || reduced ? "  (" : "", sim ? "software agent: CPU time" : "",
+             reduced ? (sim ? "; REDUCED experts)" : "REDUCED experts)") : sim ? ")" : "");
+    bench_layer_row *r = out + (size_t)i * nrows;
+    if (bench_layer_time(rt, &cfg, reduced, (uint32_t)tp, rows, nrows, (uint32_t)steps, seed, ctas, r)) goto done;
+    char kind[64];
+    layer_tool_kind(&cfg, kind, sizeof kind);
+    for (unsigned j = 0; j < nrows; j++) {
+      double f8 = (double)r[j].bytes / BENCH_HBM_PEAK * 1e6, f7 = (double)r[j].bytes / BENCH_HBM_REAL * 1e6;
+      printf("%6ld %6u %12.1f %10u %12llu %12.2f %12.2f %9.1f %6u  %s%s\n", layers[i], r[j].rows, r[j].us,
+             r[j].experts, (unsigned long long)r[j].bytes, f8, f7, r[j].us / f8, count[i], kind, note);
+      us[j] += count[i] * r[j].us, bytes[j] += (double)count[i] * (double)r[j].bytes;
+    }
+    fflush(stdout);
+  }
+  /* the sum is reduced when any of its layers is */
+  snprintf(note, sizeof note, "%s%s%s", sim || reduced_any ? "  (" : "", sim ? "software agent: CPU time" : "",
+           reduced_any ? (sim ? "; REDUCED experts)" : "REDUCED experts)") : sim ? ")" : "");
+  for (unsigned j = 0; j < nrows; j++) {
+    double f8 = bytes[j] / BENCH_HBM_PEAK * 1e6, f7 = bytes[j] / BENCH_HBM_REAL * 1e6;
+    printf("%6s %6u %12.1f %10s %12.0f %12.2f %12.2f %9.1f %6u  %s%s\n", "step", rows[j], us[j], "-", bytes[j], f8, f7,
+           us[j] / f8, total, "the sum", note);
+  }
+  rc = 0;
+done:
+  free(out), free(us), free(bytes);
+  hm_runtime_close(rt);
+  return rc;
+}
