@@ -92,12 +92,7 @@ int check_layer(int argc, char **argv) {
       case 'x': bad |= !launch_tool_num(optarg, &ctx) || ctx < 0; break;
       case 'q': bad |= !launch_tool_num(optarg, &reqs); break;
       case 'b': bad |= !launch_tool_num(optarg, &block) || block < 2; break;
-      case 's': {
-        char *end;
-        seed = strtoull(optarg, &end, 0);
-        bad |= !*optarg || *end;
-        break;
-      }
+      case 's': bad |= !launch_tool_seed(optarg, &seed); break;
       case 'g': bad |= !launch_tool_num(optarg, &ctas) || ctas < 0; break;
       case 'h': usage(stdout); return 0;
       default: usage(stderr); return 2;

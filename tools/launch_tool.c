@@ -35,3 +35,10 @@ int launch_tool_num(const char *s, long *out) {
   *out = strtol(s, &end, 10);
   return *s && !*end;
 }
+
+int launch_tool_seed(const char *s, unsigned long long *out) {
+  char *end;
+  if (!s || !*s || *s == '-') return 0;
+  *out = strtoull(s, &end, 0);
+  return !*end;
+}

@@ -23,5 +23,7 @@ void launch_tool_grid(hm_runtime *rt, long ctas, uint32_t *min_cus, uint32_t *gr
 /* A whole decimal number in s, nothing after it (a typo is a usage error, not a zero): 1 and *out,
  * or 0. */
 int launch_tool_num(const char *s, long *out);
+/* A seed: a whole unsigned number (decimal, 0x hex or 0 octal) and nothing else; 1 when it is one. */
+int launch_tool_seed(const char *s, unsigned long long *out);
 
 #endif /* HM_TOOLS_LAUNCH_TOOL_H */

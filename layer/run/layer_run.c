@@ -177,23 +177,28 @@ static void k2_io_of(hm_layer *l, const hm_layer_io *io, hm_k2_io *k) {
   k->swa = io->swa, k->comp = io->comp;
 }
 
-hm_status hm_layer_accepts(const hm_layer *l, const hm_layer_io *io) {
+/* The layer's own rules and K2's (cheap: pointers, the caches' shape, positions); K1's, which walk
+ * the whole decode metadata, are hm_k1_accepts'. A step checks these first, then lets hm_k1_step /
+ * hm_k1_record check K1's before anything is written, so the metadata is read once a step. */
+static hm_status layer_checks(const hm_layer *l, const hm_layer_io *io) {
   if (!l || !io) return hm_fail(HM_ERR_INVALID_ARG, "layer step: NULL argument");
-  hm_layer *m = (hm_layer *)l;
-  bool settled = l->first || l->engram;
   if (!io->x) return hm_fail(HM_ERR_INVALID_ARG, "layer %d step: x is NULL", l->cfg.layer);
   if (!l->first && (!io->res || !io->post || !io->comb || !io->pre))
     return hm_fail(HM_ERR_INVALID_ARG, "layer %d step: res, post, comb and pre are needed after layer 0", l->cfg.layer);
   if (l->engram && !l->opt.engram && (!io->engram_hashes || !io->engram_table))
     return hm_fail(HM_ERR_INVALID_ARG, "layer %d step: the Engram block needs the step's hashes and the table",
                    l->cfg.layer);
-  hm_status s;
-  hm_k1_io k1;
-  k1_io_of(m, io, settled, &k1);
-  if ((s = hm_k1_accepts(l->k1, &k1))) return s;
   hm_k2_io k2;
-  k2_io_of(m, io, &k2);
+  k2_io_of((hm_layer *)l, io, &k2);
   return hm_k2_accepts(l->k2, &k2);
+}
+
+hm_status hm_layer_accepts(const hm_layer *l, const hm_layer_io *io) {
+  hm_status s = layer_checks(l, io);
+  if (s) return s;
+  hm_k1_io k1;
+  k1_io_of((hm_layer *)l, io, l->first || l->engram, &k1);
+  return hm_k1_accepts(l->k1, &k1);
 }
 
 /* bf16 device [n] -> f32 host, through the stage */
@@ -257,7 +262,7 @@ static hm_status queue_broadcast(hm_layer *l, hm_queue *q, const hm_layer_io *io
 }
 
 hm_status hm_layer_step(hm_layer *l, hm_queue *q, const hm_layer_io *io) {
-  hm_status s = hm_layer_accepts(l, io);
+  hm_status s = layer_checks(l, io);
   if (s) return s;
   if (!q) return hm_fail(HM_ERR_INVALID_ARG, "layer %d step: NULL queue", l->cfg.layer);
   const bool settled = l->first || l->engram;
@@ -281,7 +286,7 @@ hm_status hm_layer_ffn_step(hm_layer *l, hm_queue *q, const hm_ffn_io *io) {
 }
 
 hm_status hm_layer_record(hm_layer *l, hm_chain *c, const hm_layer_io *io) {
-  hm_status s = hm_layer_accepts(l, io);
+  hm_status s = layer_checks(l, io);
   if (s) return s;
   if (!c) return hm_fail(HM_ERR_INVALID_ARG, "layer %d record: NULL chain", l->cfg.layer);
   if (l->index)

@@ -640,6 +640,26 @@ START_TEST(chain_replays) {
 }
 END_TEST
 
+/* A bad index in the decode metadata is refused before anything runs (K1's checks, made once a
+ * step inside hm_k1_step), naming the row; the group then takes a good step. */
+START_TEST(bad_metadata_refused) {
+  layer_setup L;
+  setup(&L, "tiny", 3, 0, 2, 870, NULL);
+  const shape sh = {2, 1, 40, 64, -1};
+  layer_case c;
+  case_make(&c, L.g, L.w, 2, &sh, 871, &L.table);
+  int32_t keep = c.step.topk[5];
+  c.step.topk[5] = 1 << 30;
+  hm_status st = hm_layer_group_step(L.g, &c.step.in, 1, NULL, NULL);
+  ck_assert_msg(st == HM_ERR_INVALID_ARG && strstr(hm_errmsg(), "row 0"), "%s: %s", hm_status_name(st), hm_errmsg());
+  c.step.topk[5] = keep;
+  ck_assert_msg(hm_layer_group_step(L.g, &c.step.in, 1, c.o, NULL) == HM_OK, "%s", hm_errmsg());
+  expect_k1(&c);
+  case_free(&c);
+  teardown(&L);
+}
+END_TEST
+
 /* Refusals name their rule; nothing is left behind. */
 START_TEST(create_refusals) {
   layer_setup L;
@@ -675,6 +695,7 @@ Suite *hm_test_suite(void) {
       {"replays_first_layer", replays_first_layer},     {"dead_peer_mid_k2", dead_peer_mid_k2},
       {"create_refusals", create_refusals},             {"ffn_only_interleaved", ffn_only_interleaved},
       {"chain_replays", chain_replays},                 {"full_dims_kinds", full_dims_kinds},
+      {"bad_metadata_refused", bad_metadata_refused},
   };
   for (unsigned i = 0; i < sizeof tests / sizeof *tests; i++) {
     TCase *tc = tcase_create(tests[i].name);

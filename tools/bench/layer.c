@@ -103,12 +103,7 @@ int bench_layer(int argc, char **argv) {
       case 'c': model = optarg; break;
       case 'e': bad |= !launch_tool_num(optarg, &experts) || experts < 1; break;
       case 'n': bad |= !launch_tool_num(optarg, &steps) || steps < 1; break;
-      case 's': {
-        char *end;
-        seed = strtoull(optarg, &end, 0);
-        bad |= !*optarg || *end;
-        break;
-      }
+      case 's': bad |= !launch_tool_seed(optarg, &seed); break;
       case 'g': bad |= !launch_tool_num(optarg, &ctas) || ctas < 0; break;
       case 'h': usage(stdout); return 0;
       default: usage(stderr); return 2;
