@@ -5,12 +5,31 @@
 
 #include "dev.h"
 
+/* Test seams: HO_SKIP, a mask of HO_SKIP_* bits, removes one step of a primitive. It is 0 in every
+ * real kernel (the branches fold away); only device/selftest/st_prim_*.cl set it, so the software
+ * agent's tests can prove its weak model fails a hand-off missing that step (tests/sim/test_weak.c).
+ * The release of a flag and the acquire of its polls are proven by the instruction-level test
+ * instead (tests/device/test_memseq.c): over device-scope data drained before the barrier they are
+ * what the formal model needs, not what the agent's hardware-level model can observe. */
+#ifndef HO_SKIP
+#define HO_SKIP 0u
+#endif
+#define HO_SKIP_DRAIN 1u   /* ho_flag_raise: no dev_wait_stores before the barrier */
+#define HO_SKIP_BARRIER 2u /* ho_flag_raise: the flag before the barrier; ho_flags_wait: no barrier */
+#define HO_SKIP_PAIR 4u    /* ho_pair_put: value and tag as two 4-byte stores */
+#define HO_SKIP_ACQUIRE 8u /* ho_flags_wait: relaxed polls */
+
 /* ---------------------------------------------------------------- tagged pairs */
 
 /* One 8-byte device-scope store of (value, tag): a consumer that sees the tag sees the value,
  * with no flag and no store drain. Integer payloads travel as raw words (an f32 path could
  * change a NaN's bits). */
 DEV_INLINE void ho_pair_put(__global u64 *slot, u32 value, u32 tag) {
+  if (HO_SKIP & HO_SKIP_PAIR) {
+    dev_st_u32((__global u32 *)slot, value, DEV_CP_DEV);
+    dev_st_u32((__global u32 *)slot + 1, tag, DEV_CP_DEV);
+    return;
+  }
   dev_st_u64(slot, (u64)value | (u64)tag << 32, DEV_CP_DEV);
 }
 
@@ -72,7 +91,12 @@ DEV_INLINE void ho_get_batch(u32 tag, __global const u64 *slots, u64 i0, u64 str
  * the barrier makes that CTA-wide, and one release store publishes the flag. Called by the whole
  * CTA. */
 DEV_INLINE void ho_flag_raise(__global u32 *flag, u32 tag) {
-  dev_wait_stores();
+  if (!(HO_SKIP & HO_SKIP_DRAIN)) dev_wait_stores();
+  if (HO_SKIP & HO_SKIP_BARRIER) {
+    if (dev_lid() == 0) dev_atomic_store_u32(flag, tag, DEV_RELEASE, DEV_SCOPE_AGENT);
+    dev_barrier();
+    return;
+  }
   dev_barrier();
   if (dev_lid() == 0) dev_atomic_store_u32(flag, tag, DEV_RELEASE, DEV_SCOPE_AGENT);
 }
@@ -82,8 +106,9 @@ DEV_INLINE void ho_flag_raise(__global u32 *flag, u32 tag) {
  * loads; the barrier holds the other work-items until all have arrived. */
 DEV_INLINE void ho_flags_wait(__global const u32 *flags, u32 stride, u32 n, u32 tag) {
   for (u32 i = dev_lid(); i < n; i += dev_cta_size())
-    DEV_POLL_UNTIL(dev_atomic_load_u32(&flags[(u64)i * stride], DEV_ACQUIRE, DEV_SCOPE_AGENT) == tag);
-  dev_barrier();
+    DEV_POLL_UNTIL(dev_atomic_load_u32(&flags[(u64)i * stride], HO_SKIP & HO_SKIP_ACQUIRE ? DEV_RELAXED : DEV_ACQUIRE,
+                                       DEV_SCOPE_AGENT) == tag);
+  if (!(HO_SKIP & HO_SKIP_BARRIER)) dev_barrier();
 }
 
 /* ---------------------------------------------------------------- task tables */

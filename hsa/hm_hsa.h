@@ -99,8 +99,11 @@ hm_status hm_signal_destroy(hm_runtime *rt, hm_signal s);
 int64_t hm_signal_load(hm_runtime *rt, hm_signal s);
 void hm_signal_store(hm_runtime *rt, hm_signal s, int64_t v);
 /* Wait until `s cond value` holds: HM_ERR_TIMEOUT after timeout_ns, HM_ERR_QUEUE_FAULT at once
- * if any queue of the runtime reported an error meanwhile. active = poll (no sleeping). The last
- * value seen goes to *observed when it is not NULL. */
+ * if any queue of the runtime reported an error meanwhile (the message is the agent's reason:
+ * on the software agent the kernel, its packet and why, the watchdog or a trap). A timeout's
+ * message names a queue that had failed before (its error reported to an earlier call), the
+ * likely reason the signal never moved. active = poll (no sleeping). The last value seen goes to
+ * *observed when it is not NULL. */
 hm_status hm_signal_wait(hm_runtime *rt, hm_signal s, hm_wait_cond cond, int64_t value, uint64_t timeout_ns,
                          bool active, int64_t *observed);
 
@@ -198,7 +201,10 @@ hm_status hm_persistent_grid(const hm_kernel *k, hm_agent *a, uint32_t ctas, uin
 /* Launch d (d->ctas 0: the whole resident grid) after the residency check, then verify that every
  * CTA arrived within arrival_timeout_ns (0: 10 s) through the kernel's handshake (device/dev.h
  * dev_persist_arrive on the struct dev_persist whose address the caller put in the kernel's
- * arguments). If not, the launch is told to abort and HM_ERR_REFUSED says how many arrived. */
+ * arguments). If not, the launch is told to abort and HM_ERR_REFUSED says how many arrived and
+ * how the aborted launch ended within another arrival_timeout_ns (when d has a completion signal):
+ * not at all (still in flight), or failed on the agent, with its reason. A queue error before the
+ * grid arrived returns HM_ERR_QUEUE_FAULT with the agent's reason. */
 struct dev_persist;
 hm_status hm_persistent_launch(hm_queue *q, const hm_dispatch *d, struct dev_persist *arrive,
                                uint64_t arrival_timeout_ns);

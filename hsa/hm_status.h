@@ -30,7 +30,7 @@ const char *hm_status_name(hm_status s);
 const char *hm_errmsg(void);
 
 /* Record a failure for the calling thread and return `s` (for the library's own use and for
- * callers who build on it). The message is truncated at 511 bytes. */
+ * callers who build on it). The message is truncated at 1023 bytes. */
 hm_status hm_fail(hm_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Prefix the thread's current message with more context: "context: old message". */

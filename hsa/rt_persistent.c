@@ -84,7 +84,11 @@ hm_status hm_persistent_launch(hm_queue *q, const hm_dispatch *d, struct dev_per
   unsigned nap = 1;
   for (;;) {
     if (__atomic_load_n(&arrive->state, __ATOMIC_ACQUIRE) == DEV_PERSIST_GO) return HM_OK;
-    if ((s = hm_queue_status(q))) return s;
+    if ((s = hm_queue_status(q)))
+      /* the agent ended the dispatch (a trap, its watchdog) before the grid had arrived: its
+       * reason, with which launch it was */
+      return hm_fail_prefix(s, "kernel %s: persistent launch of %u CTAs (%u arrived)", d->kernel->info.name, grid,
+                            __atomic_load_n(&arrive->arrived, __ATOMIC_ACQUIRE));
     if (hm_now_ns() - t0 > arrival_timeout_ns) {
       /* Not resident: claim the verdict for ABORT. If the last CTA claimed GO first, the grid did
        * arrive after all. CTAs that arrived leave on ABORT; then wait for the kernel to end. */
@@ -93,14 +97,22 @@ hm_status hm_persistent_launch(hm_queue *q, const hm_dispatch *d, struct dev_per
                                        __ATOMIC_ACQUIRE))
         return HM_OK;
       uint32_t n = __atomic_load_n(&arrive->arrived, __ATOMIC_ACQUIRE);
-      hm_status w = HM_OK;
-      if (d->completion.handle)
-        w = hm_signal_wait(q->rt, d->completion, HM_WAIT_LT, 1, arrival_timeout_ns, false, NULL);
+      /* How the aborted launch ended goes into the message: it did not end (CTAs that never
+       * started keep it alive), or the agent failed it, with the agent's reason. */
+      char end[768] = "";
+      if (d->completion.handle) {
+        hm_status w = hm_signal_wait(q->rt, d->completion, HM_WAIT_LT, 1, arrival_timeout_ns, false, NULL);
+        if (w == HM_ERR_TIMEOUT && atomic_load(&q->fault_status)) w = hm_queue_status(q);
+        if (w == HM_ERR_TIMEOUT)
+          snprintf(end, sizeof end, " and had not ended %.3f s later (it is still in flight)",
+                   (double)arrival_timeout_ns / 1e9);
+        else if (w)
+          snprintf(end, sizeof end, ", then failed: %s", hm_errmsg());
+      }
       return hm_fail(HM_ERR_REFUSED,
                      "kernel %s: only %u of %u CTAs arrived within %.3f s: the grid is not resident (another kernel "
                      "holding CUs?); the launch was aborted%s",
-                     d->kernel->info.name, n, grid, (double)arrival_timeout_ns / 1e9,
-                     w ? " and did not end in time" : "");
+                     d->kernel->info.name, n, grid, (double)arrival_timeout_ns / 1e9, end);
     }
     struct timespec ts = {0, (long)nap * 1000};
     nanosleep(&ts, NULL);

@@ -1,5 +1,6 @@
 /* hsa/rt_signal.c: signals (tracked, freed at close) and bounded waits that also notice a queue
  * error, so a failed dispatch returns a status instead of leaving the caller waiting. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "rt_internal.h"
@@ -89,7 +90,17 @@ hm_status hm_signal_wait(hm_runtime *rt, hm_signal sig, hm_wait_cond cond, int64
     if (holds(cond, v, value)) return HM_OK;
     hm_status f = hm_rt_take_fault(rt);
     if (f) return f;
-    if (hm_now_ns() - start >= timeout_ns)
-      return hm_fail(HM_ERR_TIMEOUT, "signal wait: value %lld after %.3f s", (long long)v, (double)timeout_ns / 1e9);
+    if (hm_now_ns() - start >= timeout_ns) {
+      /* A queue whose error an earlier call already reported may be why the signal never moved
+       * (its dispatch was abandoned): the timeout names it rather than leaving the reason behind. */
+      char failed[640] = "";
+      pthread_mutex_lock(&rt->lock);
+      for (hm_queue *q = rt->queues; q && !failed[0]; q = q->next)
+        if (atomic_load(&q->fault_status))
+          snprintf(failed, sizeof failed, "; queue on agent %u had failed: %.560s", q->agent->index, q->fault_msg);
+      pthread_mutex_unlock(&rt->lock);
+      return hm_fail(HM_ERR_TIMEOUT, "signal wait: value %lld after %.3f s%s", (long long)v, (double)timeout_ns / 1e9,
+                     failed);
+    }
   }
 }

@@ -8,7 +8,9 @@
 #include <string.h>
 #include <strings.h>
 
-static _Thread_local char errmsg[512];
+/* room for a layered message: a launch's reason around the agent's own (a watchdog's or trap's
+ * report names the kernel, its packet, the grid and the CTAs) */
+static _Thread_local char errmsg[1024];
 
 const char *hm_status_name(hm_status s) {
   switch (s) {

@@ -51,9 +51,11 @@ DEV_ARGS_CHECK(st_hold_args, 16);
 
 /* st_gridbar: a persistent kernel: the arrival handshake (persist: a struct dev_persist), then a
  * grid barrier run `epochs` times. bar[0] = arrivals in the low 16 bits and a generation above
- * them (never reset); out[cta] counts the epochs each CTA saw complete. */
-struct st_gridbar_args { u64 bar; u64 out; u64 persist; u32 epochs; u32 pad; };
-DEV_ARGS_CHECK(st_gridbar_args, 32);
+ * them (never reset); out[cta] counts the epochs each CTA saw complete. For the tests of failed
+ * launches: verdict (0: none) gets each CTA's verdict (DEV_PERSIST_GO or _ABORT; 0 stays for a
+ * CTA that never ran), and trap (0: none) makes CTA trap - 1 trap once it has its verdict. */
+struct st_gridbar_args { u64 bar; u64 out; u64 persist; u64 verdict; u32 epochs; u32 trap; };
+DEV_ARGS_CHECK(st_gridbar_args, 40);
 
 /* st_mfma: one wave runs matrix instruction `op` (ST_MFMA_*) on per-lane registers:
  * a, b: 8 dwords a lane; c, d: 16 floats a lane; fmt_a is DEV_FMT_FP8 or DEV_FMT_FP4 for the
@@ -94,5 +96,18 @@ DEV_ARGS_CHECK(st_poll_args, 24);
  * low word read with it (1 unless the pair tore). */
 struct st_pair_args { u64 slot; u64 ready; u64 out; u64 ticks; };
 DEV_ARGS_CHECK(st_pair_args, 32);
+
+/* st_prim (and its variants st_prim_nodrain, _nobarrier, _split, _noacquire, each built with one
+ * step of device/handoff.h's primitives removed through HO_SKIP): CTA 0 produces n words through a
+ * primitive, CTA 1 consumes them into out[0..n). mode ST_PRIM_FLAG: every work-item of CTA 0 stores
+ * with device scope, ho_flag_raise; CTA 1 reads data once into its cache (plain loads), acknowledges,
+ * ho_flags_wait, then plain loads. ST_PRIM_PAIR: ho_pair_put of every word, ho_pair_get. After its
+ * hand-off the producer stays running (st_prim.h says how) until the consumer is done
+ * or `ticks` pass, so its stores land only as the model lets them. */
+#define ST_PRIM_FLAG 0u
+#define ST_PRIM_PAIR 1u
+#define ST_PRIM_CTA 256u
+struct st_prim_args { u64 data; u64 flag; u64 out; u64 ack; u64 ticks; u32 n; u32 mode; u32 tag; u32 pad; };
+DEV_ARGS_CHECK(st_prim_args, 56);
 
 #endif /* HM_SELFTEST_H */

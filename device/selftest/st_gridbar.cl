@@ -1,5 +1,6 @@
 /* device/selftest/st_gridbar.cl: a persistent kernel's grid barrier (one word: arrivals in
- * the low 16 bits, generation above, as ockl's software grid sync), run `epochs` times. */
+ * the low 16 bits, generation above, as ockl's software grid sync), run `epochs` times; it can
+ * also report each CTA's arrival verdict and trap on request (tests of failed launches). */
 #include "../dev.h"
 #include "selftest.h"
 
@@ -10,7 +11,11 @@ DEV_KERNEL(st_gridbar, struct st_gridbar_args, 256) {
   __global u32 *bar = (__global u32 *)args.bar;
   __global u32 *out = (__global u32 *)args.out;
   u32 ncta = dev_ncta(), cta = dev_cta();
-  if (!dev_persist_arrive((__global struct dev_persist *)args.persist, &lds->ok)) return;
+  u32 go = dev_persist_arrive((__global struct dev_persist *)args.persist, &lds->ok);
+  if (args.verdict && dev_lid() == 0)
+    ((__global u32 *)args.verdict)[cta] = go ? DEV_PERSIST_GO : DEV_PERSIST_ABORT;
+  if (args.trap == cta + 1u && dev_lid() == 0) dev_trap();
+  if (!go) return;
   for (u32 e = 0; e < args.epochs; e++) {
     dev_barrier();
     if (dev_lid() == 0) {

@@ -45,6 +45,40 @@ static unsigned env_uint(const char *name, unsigned dflt, unsigned lo, unsigned 
   return (unsigned)v;
 }
 
+/* HSAMONO_SIM_HOLD_CTAS: colon-separated parts in any order: the CTAs ("3", "0,5-7"), "late"
+ * (start them once every other CTA has ended; the default is never) and a kernel name. Returns
+ * false, leaving nothing held, when the value is malformed. */
+static bool parse_hold(const char *e, struct sim_config *cfg) {
+  char buf[256];
+  if (strlen(e) >= sizeof buf) return false;
+  strcpy(buf, e);
+  bool have_ids = false;
+  for (char *save = NULL, *part = strtok_r(buf, ":", &save); part; part = strtok_r(NULL, ":", &save)) {
+    if (!strcmp(part, "late")) {
+      cfg->hold_late = true;
+    } else if (!strcmp(part, "never")) {
+      cfg->hold_late = false;
+    } else if (*part >= '0' && *part <= '9') {
+      if (have_ids) return false;
+      have_ids = true;
+      for (char *s2 = NULL, *r = strtok_r(part, ",", &s2); r; r = strtok_r(NULL, ",", &s2)) {
+        char *end;
+        unsigned long lo = strtoul(r, &end, 10), hi = lo;
+        if (*end == '-') hi = strtoul(end + 1, &end, 10);
+        if (end == r || *end || hi < lo || hi >= (1ul << 24) || cfg->nhold == sizeof cfg->hold / sizeof cfg->hold[0])
+          return false;
+        cfg->hold[cfg->nhold].lo = (uint32_t)lo;
+        cfg->hold[cfg->nhold++].hi = (uint32_t)hi;
+        if (hi > cfg->hold_max) cfg->hold_max = (uint32_t)hi;
+      }
+    } else {
+      if (cfg->hold_kernel[0] || strlen(part) >= sizeof cfg->hold_kernel) return false;
+      strcpy(cfg->hold_kernel, part);
+    }
+  }
+  return have_ids;
+}
+
 void sim_config_load(struct sim_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
   const char *arch = getenv("HSAMONO_SIM_ARCH");
@@ -69,6 +103,17 @@ void sim_config_load(struct sim_config *cfg) {
     cfg->chaos_seed = strtoull(chaos, NULL, 0);
   }
   cfg->stack_bytes = (size_t)env_uint("HSAMONO_SIM_STACK_KB", 64, 16, 8192) * 1024;
+  const char *hold = getenv("HSAMONO_SIM_HOLD_CTAS");
+  if (hold && *hold && !parse_hold(hold, cfg)) {
+    fprintf(stderr,
+            "hsa-mono sim: HSAMONO_SIM_HOLD_CTAS=%s is not [kernel:]ids[:late] (ids like 3 or 0,5-7, below "
+            "16777216, at most 16 ranges); nothing is held\n",
+            hold);
+    cfg->nhold = 0;
+    cfg->hold_max = 0;
+    cfg->hold_late = false;
+    cfg->hold_kernel[0] = 0;
+  }
 }
 
 /* ---------------------------------------------------------------- topology */
@@ -119,8 +164,9 @@ static void build_topology(void) {
     a->cu = calloc(a->ncus, sizeof *a->cu);
   }
   snprintf(sim.describe, sizeof sim.describe,
-           "software HSA agent: %u x %s, %u CUs each%s%s; timings are not GPU timings", cfg->ngpus, cfg->arch,
-           cfg->cus, cfg->weak ? ", weak visibility" : "", cfg->chaos ? ", chaos" : "");
+           "software HSA agent: %u x %s, %u CUs each%s%s%s; timings are not GPU timings", cfg->ngpus, cfg->arch,
+           cfg->cus, cfg->weak ? ", weak visibility" : "", cfg->chaos ? ", chaos" : "",
+           cfg->nhold ? ", CTAs held back (HSAMONO_SIM_HOLD_CTAS)" : "");
 }
 
 SIM_API const char *hm_sim_describe(void) { return sim.describe; }

@@ -113,6 +113,35 @@ void sim_chaos_point(void) {
   }
 }
 
+/* A releasing wave under chaos: now and then its CTA stalls (before the release: the producer is
+ * late and consumers that skip their wait run ahead; after it: the CTA's other waves are late,
+ * so a flag raised before their stores drained is seen first). */
+void sim_chaos_lag(void) {
+  if (!sim.cfg.chaos || !sim_cur) return;
+  uint64_t r = sim_rng(&sim_cur->cta->rng);
+  if ((r & 15) == 0) nap_us(20 + (unsigned)((r >> 8) % 300));
+}
+
+/* The dispatch's laggard under chaos (one CTA in one dispatch of four, chosen from the seed): before
+ * its first wave publishes stores it often stalls until the rest of the dispatch is quiet (no CTA
+ * has made progress for 0.6 ms: each is done or polling), at most 10 ms. So what it produces comes
+ * as late as it can, and a consumer anywhere that reads without waiting for it reads the old
+ * data, however long the consumer's own path. Wave 0 only: the stall holds the whole CTA (one
+ * thread), and one stall a hand-off keeps the cost near the others' remaining work. */
+void sim_chaos_laggard_drain(void) {
+  if (!sim.cfg.chaos || !sim_cur) return;
+  struct sim_cta *c = sim_cur->cta;
+  if (c->id != c->d->laggard || sim_cur->lid >= 64) return;
+  if (!(sim_rng(&c->rng) & 1)) return;
+  uint64_t last = atomic_load_explicit(&c->d->progress, memory_order_relaxed);
+  for (unsigned quiet = 0, naps = 0; quiet < 3 && naps < 50; naps++) {
+    nap_us(200);
+    uint64_t now = atomic_load_explicit(&c->d->progress, memory_order_relaxed);
+    quiet = now == last ? quiet + 1 : 0;
+    last = now;
+  }
+}
+
 /* ---------------------------------------------------------------- barrier and waves */
 
 static void progressed(struct sim_cta *c) {
@@ -122,6 +151,7 @@ static void progressed(struct sim_cta *c) {
 
 static void release_barrier(struct sim_cta *c) {
   c->bar_arrived = 0;
+  if (sim.cfg.weak) sim_mem_barrier(c); /* every wave's stores so far, visible CTA-wide (the CU's L1) */
   for (uint32_t i = 0; i < c->size; i++)
     if (c->lanes[i].state == LANE_BARRIER) {
       c->lanes[i].state = LANE_READY;
@@ -453,7 +483,7 @@ void sim_cta_run(struct sim_cta *c) {
      * off while nothing in this CTA moves. */
     if (c->progressed) backoff = 0;
     c->progressed = false;
-    if (sim.cfg.weak) sim_mem_drain_one(c);
+    if (sim.cfg.weak) sim_mem_drain_idle(c);
     if (backoff < 2) sched_yield();
     else nap_us(backoff < 10 ? 1u << (backoff - 2) : 200);
     backoff++;

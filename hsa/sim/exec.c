@@ -196,6 +196,17 @@ static void place_pending(struct sim_agent *a) {
       pending_remove(a, d);
       continue;
     }
+    if (d->next == d->hold_from && d->hold_from < d->nctas) {
+      /* only held CTAs are left: late ones start once every CTA before them has ended (at once
+       * if there is none); until then the dispatch leaves the list, so it blocks no other */
+      if (d->hold_late && atomic_load(&d->finished) == d->hold_from) {
+        d->hold_from = d->nctas;
+      } else {
+        pending_remove(a, d);
+        d->hold_parked = true;
+        continue;
+      }
+    }
     uint32_t simd[4];
     unsigned cu = a->ncus;
     for (unsigned i = 0; i < a->ncus; i++) {
@@ -301,6 +312,13 @@ static void cta_finished(struct sim_cta *c) {
   atomic_fetch_add(&d->progress, 1);
   bool last = done == d->nctas;
   bool gone = atomic_load(&d->ended); /* abandoned earlier by the watchdog */
+  if (d->hold_parked && d->hold_late && done == d->hold_from && !atomic_load(&d->abort)) {
+    /* every CTA before the held ones has ended: back in line for the late ones */
+    d->hold_parked = false;
+    if (a->pending_tail) a->pending_tail->next_pending = d;
+    else a->pending_head = d;
+    a->pending_tail = d;
+  }
   place_pending(a);
   pthread_mutex_unlock(&a->lock);
   abort_failed_start(a);
@@ -325,6 +343,35 @@ static void start_order(struct sim_dispatch *d) {
   if (sim.cfg.chaos) hm_sim_chaos_start_order(sim.cfg.chaos_seed, d->seq, d->nctas, d->order);
   else
     for (uint32_t i = 0; i < d->nctas; i++) d->order[i] = i;
+  /* the laggard (cta.c), in one dispatch of four: the CTA started last in the chaos order (random,
+   * reproducible); none without chaos. One in four keeps its stalls' cost to tests that run
+   * thousands of dispatches reasonable. */
+  uint64_t pick = sim.cfg.chaos_seed ^ d->seq * 0xd1b54a32d192ed03ull;
+  d->laggard = sim.cfg.chaos && d->nctas > 1 && sim_rng(&pick) % 4 == 0 ? d->order[d->nctas - 1] : UINT32_MAX;
+}
+
+static bool held(const struct sim_config *cfg, uint32_t id) {
+  for (unsigned i = 0; i < cfg->nhold; i++)
+    if (id >= cfg->hold[i].lo && id <= cfg->hold[i].hi) return true;
+  return false;
+}
+
+/* HSAMONO_SIM_HOLD_CTAS takes the first dispatch (of its kernel, if it names one) whose grid has
+ * every CTA it lists: those move to the end of the start order, behind hold_from. The others
+ * keep their order (and chaos positions), so only the held ones change. Caller holds sim.lock. */
+static void apply_hold(struct sim_dispatch *d) {
+  struct sim_config *cfg = &sim.cfg;
+  d->hold_from = d->nctas;
+  if (!cfg->nhold || cfg->hold_used || cfg->hold_max >= d->nctas) return;
+  if (cfg->hold_kernel[0] && strcmp(cfg->hold_kernel, d->k->name) != 0) return;
+  cfg->hold_used = true;
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < d->nctas; i++)
+    if (!held(cfg, d->order[i])) d->order[n++] = d->order[i];
+  d->hold_from = n;
+  for (uint32_t id = 0; id < d->nctas; id++)
+    if (held(cfg, id)) d->order[n++] = id;
+  d->hold_late = cfg->hold_late;
 }
 
 void sim_dispatch_start(struct sim_queue *q, const hsa_kernel_dispatch_packet_t *pkt, uint64_t id, struct sim_kernel *k) {
@@ -352,8 +399,9 @@ void sim_dispatch_start(struct sim_queue *q, const hsa_kernel_dispatch_packet_t 
   d->group_bytes = pkt->group_segment_size;
   pthread_mutex_lock(&sim.lock);
   d->seq = ++sim.dispatch_seq;
-  pthread_mutex_unlock(&sim.lock);
   start_order(d);
+  apply_hold(d);
+  pthread_mutex_unlock(&sim.lock);
   hm_kernel_resources r = k->res;
   r.cta_size = d->cta_size;
   r.lds_bytes = d->group_bytes;
@@ -405,12 +453,15 @@ void sim_dispatch_abort(struct sim_dispatch *d, const char *why) {
   char ns[512];
   uint32_t count;
   never_started(d, ns, sizeof ns, &count);
+  /* the dispatch is named by its kernel and its packet (queue id, packet id), so a caller with
+   * several in flight knows which one failed */
   if (!atomic_exchange(&d->failed, true))
     snprintf(d->error, sizeof d->error,
-             "kernel %s (grid %u CTAs of %u work-items on a %s with %u CUs): %s; resident limit %u CTAs; %u CTA%s never "
-             "started%s%s; %u still running",
-             d->k->name, d->nctas, d->cta_size, a->name, a->ncus, why, d->resident_limit, count, count == 1 ? "" : "s",
-             count ? ": " : "", ns, atomic_load(&d->running));
+             "kernel %s (packet %llu of queue %llu; grid %u CTAs of %u work-items on a %s with %u CUs): %s; resident "
+             "limit %u CTAs; %u CTA%s never started%s%s%s; %u still running",
+             d->k->name, (unsigned long long)d->packet_id, (unsigned long long)d->q->amd->hsa_queue.id, d->nctas,
+             d->cta_size, a->name, a->ncus, why, d->resident_limit, count, count == 1 ? "" : "s", count ? ": " : "", ns,
+             d->hold_from < d->nctas ? " (held back by HSAMONO_SIM_HOLD_CTAS)" : "", atomic_load(&d->running));
   uint32_t skipped = d->nctas - d->next;
   d->next = d->nctas;
   uint32_t done = atomic_fetch_add(&d->finished, skipped) + skipped;

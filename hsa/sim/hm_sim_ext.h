@@ -14,7 +14,12 @@
 typedef hsa_status_t (*hm_sim_set_host_object_fn)(hsa_executable_t exe, const void *image, size_t size);
 
 /* The text of a queue's last error (the watchdog's report, a trap's location, why a packet was
- * malformed); returns its length, 0 when the queue has none. */
+ * malformed); returns its length, 0 when the queue has none. The error callback gets the status
+ * (HSA_STATUS_ERROR_EXCEPTION for a failed dispatch, _INVALID_PACKET_FORMAT for a malformed
+ * packet); a failed dispatch's text names it and says why: "kernel NAME (packet ID of queue QID;
+ * grid ...): REASON; resident limit ...; N CTAs never started[: ids]; N still running", REASON
+ * being "no progress for S s (watchdog, HSAMONO_SIM_WATCHDOG_S)", "work-item W of CTA C: trap at
+ * FILE:LINE", or another of the agent's checks. */
 #define HM_SIM_QUEUE_ERROR "hm_sim_queue_error"
 typedef size_t (*hm_sim_queue_error_fn)(const hsa_queue_t *queue, char *buf, size_t cap);
 

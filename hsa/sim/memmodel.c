@@ -1,21 +1,30 @@
 /* hsa/sim/memmodel.c: memory through the dialect, and the weak-visibility model (DESIGN §4) that
  * makes a hand-off missing its fence, wait or flag fail here as it would on an MI300X / MI355X.
  *
- * With HSAMONO_SIM_WEAK=1 each CTA keeps:
- *  - pending stores, per 4-byte word, or per aligned 8-byte pair of words for an 8-byte store (an
- *    aligned 64-bit access is single-copy atomic on the GPU: the value+tag hand-offs rely on it, so
- *    its two words land together and an 8-byte load reads both at once). A plain or non-temporal store (and a device-scope store to
- *    another agent's memory) is "release" class: other CTAs see it only after this CTA executes a
- *    release (fence or release atomic) of agent scope, or system scope when the memory is not this
- *    agent's. A device-scope store to this agent's memory, and any system-scope store, is
- *    "complete" class: it lands when the CTA waits for its stores (s_waitcnt vmcnt(0)), at any
- *    agent-or-wider release, or on its own at some later scheduling point, newest first, so two
- *    such stores with no wait between them may land in either order (as they may on the GPU);
- *  - a small direct-mapped cache of 128-byte lines that plain and non-temporal loads read from:
- *    a line is filled from memory on a miss and stays (possibly stale) until an acquire of agent
- *    scope or wider, or until evicted;
- * while device- and system-scope loads and all atomics read memory itself. Every access through
- * the dialect is also checked against the agent's allocations and access rights.
+ * With HSAMONO_SIM_WEAK=1 (docs/memory-model.md sets this against AMDGPUUsage's tables):
+ *  - each WAVE keeps its own pending stores (a GPU's vector memory counters are per wave: a
+ *    wave's s_waitcnt vmcnt(0) or release waits for that wave's stores only), per 4-byte word,
+ *    or per aligned 8-byte pair for an 8-byte store (single-copy atomic on the GPU: the
+ *    value+tag hand-offs rely on it, so its two words land together and an 8-byte load reads
+ *    both at once). A plain or non-temporal store (and a device-scope store to another agent's
+ *    memory) is "release" class: other CTAs see it only after its wave executes a release of
+ *    agent scope, or system scope when the memory is not this agent's. A device-scope store to
+ *    this agent's memory, any system-scope store and a relaxed atomic store are "complete"
+ *    class: it lands when its wave waits for its stores (s_waitcnt vmcnt(0)), at the wave's own
+ *    release of agent scope or wider, or on its own at some later scheduling point, newest
+ *    first, so two such stores with no wait between them may land in either order (as they may
+ *    on the GPU). Another wave's release publishes none of them: a flag raised by one wave over
+ *    data other waves stored needs every wave's drain before the barrier (spec/mono.md §3.3);
+ *  - the CTA's other waves see a wave's pending stores (through the CU's L1) only after a CTA
+ *    barrier or the wave's workgroup-scope release;
+ *  - a small direct-mapped cache of 128-byte lines (the CU's L1) that plain and non-temporal
+ *    loads read from: a line is filled from memory on a miss and stays (possibly stale) until an
+ *    acquire of agent scope or wider, or until evicted;
+ * while device- and system-scope loads and all atomics read memory itself. Under chaos, the
+ * scheduling points land fewer pending stores, a releasing wave may stall before or after its
+ * release, and one CTA a dispatch (the laggard) stalls for milliseconds before it publishes
+ * (lagging producers: consumers run ahead). Every access through the dialect is
+ * also checked against the agent's allocations and access rights.
  * Without HSAMONO_SIM_WEAK the accesses go straight to memory (x86's ordering, which hides bugs). */
 #include <stdlib.h>
 #include <string.h>
@@ -31,14 +40,18 @@ void sim_mem_init(struct sim_memview *m) {
 }
 
 void sim_mem_free(struct sim_memview *m) {
-  free(m->pend);
+  for (uint32_t w = 0; w < SIM_MAX_WAVES; w++) free(m->wave[w].pend);
   free(m->hash);
   free(m->cache);
   memset(m, 0, sizeof *m);
 }
 
 static void forget_pending(struct sim_memview *m) {
-  m->npend = m->live = m->live_complete = 0;
+  for (uint32_t w = 0; w < SIM_MAX_WAVES; w++) {
+    struct sim_wavebuf *b = &m->wave[w];
+    b->npend = b->live = b->live_complete = b->visible_seq = 0;
+  }
+  m->live = m->live_complete = m->seq = 0;
   m->hash_used = 0;
   m->gen++; /* every hash slot of an older generation reads as empty */
 }
@@ -72,6 +85,9 @@ static bool check_access(struct sim_cta *c, const void *p, uint32_t bytes) {
 
 /* ---------------------------------------------------------------- pending stores */
 
+#define SLOT_WAVE(idx) ((idx) >> 24)
+#define SLOT_INDEX(idx) ((idx) & 0xffffffu)
+
 static uint32_t hash_of(uintptr_t w, uint32_t cap) { return (uint32_t)((w >> 2) * 0x9e3779b1u) & (cap - 1); }
 
 static struct sim_hslot *hash_find(struct sim_memview *m, uintptr_t w, bool insert) {
@@ -90,6 +106,17 @@ static struct sim_hslot *hash_find(struct sim_memview *m, uintptr_t w, bool inse
   }
 }
 
+/* The live entry a slot names, if it still holds word w (a landed entry's index may have been
+ * reused by its wave for another word). */
+static struct sim_pending *slot_entry(struct sim_memview *m, uint32_t idx, uintptr_t w) {
+  if (idx == UINT32_MAX) return NULL;
+  struct sim_wavebuf *b = &m->wave[SLOT_WAVE(idx)];
+  if (SLOT_INDEX(idx) >= b->npend) return NULL;
+  struct sim_pending *e = &b->pend[SLOT_INDEX(idx)];
+  return e->live && (e->addr == w || (e->wide && e->addr + 4 == w)) ? e : NULL;
+}
+
+/* Twice the size, keeping only the slots whose entries are still pending. */
 static void hash_grow(struct sim_memview *m) {
   uint32_t cap = m->hash_cap ? 2 * m->hash_cap : 4096;
   struct sim_hslot *old = m->hash;
@@ -100,104 +127,147 @@ static void hash_grow(struct sim_memview *m) {
   m->hash_used = 0;
   m->gen = 1;
   for (uint32_t i = 0; i < ocap; i++)
-    if (old[i].gen == ogen) {
-      struct sim_hslot *s = hash_find(m, old[i].addr, true);
-      s->idx = old[i].idx;
-    }
+    if (old[i].gen == ogen && slot_entry(m, old[i].idx, old[i].addr)) hash_find(m, old[i].addr, true)->idx = old[i].idx;
   free(old);
 }
 
-/* The newest live pending entry holding word w, or NULL. */
-static struct sim_pending *pending_of(struct sim_memview *m, uintptr_t w) {
+/* The newest live pending entry holding word w (its wave in *wave), or NULL. */
+static struct sim_pending *pending_of(struct sim_memview *m, uintptr_t w, uint32_t *wave) {
   if (!m->live) return NULL;
   struct sim_hslot *s = hash_find(m, w, false);
-  if (!s || s->idx >= m->npend) return NULL;
-  struct sim_pending *e = &m->pend[s->idx];
-  return e->live && (e->addr == w || (e->wide && e->addr + 4 == w)) ? e : NULL;
+  if (!s) return NULL;
+  struct sim_pending *e = slot_entry(m, s->idx, w);
+  if (e && wave) *wave = SLOT_WAVE(s->idx);
+  return e;
 }
 
 static uint32_t pend_word(const struct sim_pending *e, uintptr_t w) { return w == e->addr ? e->value : e->value_hi; }
 
-static void land(struct sim_memview *m, struct sim_pending *e) {
+/* Drop entry e of wave `wave` from the counts (landed or superseded). */
+static void retire(struct sim_memview *m, uint32_t wave, struct sim_pending *e) {
+  struct sim_wavebuf *b = &m->wave[wave];
+  e->live = 0;
+  b->live--;
+  m->live--;
+  if (e->cls == PEND_COMPLETE) b->live_complete--, m->live_complete--;
+  if (b->live == 0) b->npend = 0; /* its slots now name nothing (slot_entry checks) */
+  if (m->live == 0) forget_pending(m);
+}
+
+static void land(struct sim_memview *m, uint32_t wave, struct sim_pending *e) {
   if (e->wide)
     __atomic_store_n((uint64_t *)e->addr, (uint64_t)e->value_hi << 32 | e->value, __ATOMIC_RELAXED);
   else
     __atomic_store_n((uint32_t *)e->addr, e->value, __ATOMIC_RELAXED);
-  e->live = 0;
-  m->live--;
-  if (e->cls == PEND_COMPLETE) m->live_complete--;
-  if (m->live == 0) forget_pending(m);
+  retire(m, wave, e);
 }
 
 /* A newer store to word w supersedes the older entry holding it: dropping the word keeps the word's
  * stores in program order whatever order entries land in. A wide entry keeps its other word (the
  * newer store broke the pair, as a 4-byte store into a 64-bit location does on the GPU). */
 static void supersede(struct sim_memview *m, uintptr_t w) {
-  struct sim_pending *old = pending_of(m, w);
+  uint32_t wave;
+  struct sim_pending *old = pending_of(m, w, &wave);
   if (!old) return;
   if (old->wide) {
     old->wide = 0;
     if (old->addr == w) old->addr = w + 4, old->value = old->value_hi;
     return;
   }
-  old->live = 0;
-  m->live--;
-  if (old->cls == PEND_COMPLETE) m->live_complete--;
+  retire(m, wave, old);
 }
 
-/* A pending store of word w (value), or with wide of the aligned pair w, w + 4 (value, hi). */
-static void pend_add(struct sim_memview *m, uintptr_t w, uint32_t value, uint32_t hi, bool wide, uint8_t cls,
-                     uint8_t need_system) {
+/* A pending store by `wave` of word w (value), or with wide of the aligned pair w, w + 4 (value, hi). */
+static void pend_add(struct sim_memview *m, uint32_t wave, uintptr_t w, uint32_t value, uint32_t hi, bool wide,
+                     uint8_t cls, uint8_t need_system) {
   if ((m->hash_used + 2) * 2 > m->hash_cap) hash_grow(m);
   supersede(m, w);
   if (wide) supersede(m, w + 4);
-  if (m->npend == m->cap) {
-    uint32_t cap = m->cap ? 2 * m->cap : 1024;
-    struct sim_pending *n = realloc(m->pend, cap * sizeof *n);
+  struct sim_wavebuf *b = &m->wave[wave];
+  if (b->npend == b->cap) {
+    uint32_t cap = b->cap ? 2 * b->cap : 1024;
+    struct sim_pending *n = cap <= 0x1000000u ? realloc(b->pend, cap * sizeof *n) : NULL;
     if (!n) abort();
-    m->pend = n, m->cap = cap;
+    b->pend = n, b->cap = cap;
   }
-  uint32_t idx = m->npend++;
-  m->pend[idx] = (struct sim_pending){.addr = w, .value = value, .value_hi = hi, .cls = cls,
+  uint32_t idx = b->npend++;
+  b->pend[idx] = (struct sim_pending){.addr = w, .value = value, .value_hi = hi, .seq = ++m->seq, .cls = cls,
                                       .need_system = need_system, .live = 1, .wide = wide};
-  hash_find(m, w, true)->idx = idx;
-  if (wide) hash_find(m, w + 4, true)->idx = idx;
+  uint32_t slot = wave << 24 | idx;
+  hash_find(m, w, true)->idx = slot;
+  if (wide) hash_find(m, w + 4, true)->idx = slot;
+  b->live++;
   m->live++;
-  if (cls == PEND_COMPLETE) m->live_complete++;
+  if (cls == PEND_COMPLETE) b->live_complete++, m->live_complete++;
 }
 
-/* Land pending entries in program order: complete-class ones, and release-class ones the scope
- * publishes (scope 0: none of them). */
-static void publish(struct sim_memview *m, int release_scope) {
-  for (uint32_t i = 0; i < m->npend && m->live; i++) {
-    struct sim_pending *e = &m->pend[i];
+/* Land `wave`'s pending entries in program order: complete-class ones, and release-class ones
+ * the scope publishes (scope 0: none of them). */
+static void publish(struct sim_memview *m, uint32_t wave, int release_scope) {
+  struct sim_wavebuf *b = &m->wave[wave];
+  for (uint32_t i = 0; i < b->npend && b->live; i++) {
+    struct sim_pending *e = &b->pend[i];
     if (!e->live) continue;
     if (e->cls == PEND_COMPLETE ||
         (release_scope >= DEV_HOST_SCOPE_AGENT && (!e->need_system || release_scope == DEV_HOST_SCOPE_SYSTEM)))
-      land(m, e);
+      land(m, wave, e);
   }
 }
 
+/* Whether a reader in wave `reader` sees entry e of wave `wave` (its own wave's always; another
+ * wave's once a barrier or that wave's workgroup release made it visible in the CU). */
+static bool visible_to(const struct sim_memview *m, const struct sim_pending *e, uint32_t wave, uint32_t reader) {
+  return wave == reader || e->seq <= m->wave[wave].visible_seq;
+}
+
+static uint32_t cur_wave(void) { return sim_cur ? sim_cur->lid / 64u : 0u; }
+
+void sim_mem_barrier(struct sim_cta *c) {
+  struct sim_memview *m = &c->mem;
+  for (uint32_t w = 0; w < c->nwaves; w++) m->wave[w].visible_seq = m->seq;
+}
+
+/* Complete-class stores land on their own, late: at a scheduling point now and then one of them
+ * (the newest of the next wave that has one; rarer under chaos), and all of them once the CTA has
+ * nothing but polling work-items (its stores would long have completed on a GPU). So a hand-off
+ * that forgets its drain sees its data arrive after the flag, not just in time. */
 void sim_mem_drain_one(struct sim_cta *c) {
   struct sim_memview *m = &c->mem;
   if (!m->live_complete) return;
-  for (uint32_t i = m->npend; i-- > 0;)
-    if (m->pend[i].live && m->pend[i].cls == PEND_COMPLETE) {
-      land(m, &m->pend[i]);
-      return;
-    }
+  if ((sim_rng(&c->rng) & (sim.cfg.chaos ? 63 : 15)) != 0) return;
+  for (uint32_t k = 0; k < c->nwaves; k++) {
+    uint32_t w = (m->drain_wave + k) % c->nwaves;
+    struct sim_wavebuf *b = &m->wave[w];
+    if (!b->live_complete) continue;
+    for (uint32_t i = b->npend; i-- > 0;)
+      if (b->pend[i].live && b->pend[i].cls == PEND_COMPLETE) {
+        m->drain_wave = w + 1;
+        land(m, w, &b->pend[i]);
+        return;
+      }
+  }
+}
+
+void sim_mem_drain_idle(struct sim_cta *c) {
+  struct sim_memview *m = &c->mem;
+  for (uint32_t w = 0; w < c->nwaves && m->live_complete; w++) publish(m, w, 0);
 }
 
 void sim_mem_flush_all(struct sim_cta *c) {
   struct sim_memview *m = &c->mem;
-  for (uint32_t i = 0; i < m->npend && m->live; i++)
-    if (m->pend[i].live) land(m, &m->pend[i]);
+  for (uint32_t w = 0; w < SIM_MAX_WAVES && m->live; w++) {
+    struct sim_wavebuf *b = &m->wave[w];
+    for (uint32_t i = 0; i < b->npend && b->live; i++)
+      if (b->pend[i].live) land(m, w, &b->pend[i]);
+  }
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
 void sim_mem_wait_stores(struct sim_cta *c) {
   if (!sim.cfg.weak) return;
-  publish(&c->mem, 0);
+  uint32_t w = cur_wave();
+  if (c->mem.wave[w].live_complete) sim_chaos_laggard_drain();
+  publish(&c->mem, w, 0);
 }
 
 /* ---------------------------------------------------------------- the cache of plain loads */
@@ -244,7 +314,8 @@ void sim_mem_load(struct sim_cta *c, const void *p, void *out, uint32_t bytes, e
   }
   struct sim_memview *m = &c->mem;
   bool cached = cp == DEV_HOST_CP_PLAIN || cp == DEV_HOST_CP_NT;
-  if (pair && !cached && !pending_of(m, (uintptr_t)p) && !pending_of(m, (uintptr_t)p + 4)) {
+  uint32_t reader = cur_wave(), wave;
+  if (pair && !cached && !pending_of(m, (uintptr_t)p, NULL) && !pending_of(m, (uintptr_t)p + 4, NULL)) {
     uint64_t v = __atomic_load_n((const uint64_t *)p, __ATOMIC_RELAXED);
     memcpy(out, &v, 8);
     return;
@@ -252,9 +323,9 @@ void sim_mem_load(struct sim_cta *c, const void *p, void *out, uint32_t bytes, e
   /* (a cached pair reads both words from one line fill, which is 8-byte atomic) */
   for (uint32_t i = 0; i < bytes; i += 4) {
     uintptr_t w = (uintptr_t)p + i;
-    struct sim_pending *e = pending_of(m, w);
+    struct sim_pending *e = pending_of(m, w, &wave);
     uint32_t v;
-    if (e) v = pend_word(e, w); /* the CTA's own store, in program order */
+    if (e && visible_to(m, e, wave, reader)) v = pend_word(e, w); /* in program order, or through the CU */
     else if (cached) v = cached_word(m, w);
     else v = __atomic_load_n((const uint32_t *)w, __ATOMIC_RELAXED);
     memcpy((char *)out + i, &v, 4);
@@ -279,7 +350,7 @@ void sim_mem_store(struct sim_cta *c, void *p, const void *in, uint32_t bytes, e
   if (pair) {
     uint32_t v[2];
     memcpy(v, in, 8);
-    pend_add(&c->mem, (uintptr_t)p, v[0], v[1], true, cls, remote);
+    pend_add(&c->mem, cur_wave(), (uintptr_t)p, v[0], v[1], true, cls, remote);
     cache_update(&c->mem, (uintptr_t)p, v[0]);
     cache_update(&c->mem, (uintptr_t)p + 4, v[1]);
     return;
@@ -287,7 +358,7 @@ void sim_mem_store(struct sim_cta *c, void *p, const void *in, uint32_t bytes, e
   for (uint32_t i = 0; i < bytes; i += 4) {
     uint32_t v;
     memcpy(&v, (const char *)in + i, 4);
-    pend_add(&c->mem, (uintptr_t)p + i, v, 0, false, cls, remote);
+    pend_add(&c->mem, cur_wave(), (uintptr_t)p + i, v, 0, false, cls, remote);
     cache_update(&c->mem, (uintptr_t)p + i, v);
   }
 }
@@ -295,24 +366,49 @@ void sim_mem_store(struct sim_cta *c, void *p, const void *in, uint32_t bytes, e
 static bool releases(enum dev_order o) { return o == DEV_HOST_RELEASE || o == DEV_HOST_ACQ_REL || o == DEV_HOST_SEQ_CST; }
 static bool acquires(enum dev_order o) { return o == DEV_HOST_ACQUIRE || o == DEV_HOST_ACQ_REL || o == DEV_HOST_SEQ_CST; }
 
+/* A release by the current wave: at workgroup scope its stores become visible to the CTA's other
+ * waves; at agent or system scope its pending stores the scope covers land (the releasing wave's
+ * only: other waves' stores need their own drain). Under chaos the producer may lag first. */
+static void release(struct sim_cta *c, int scope) {
+  struct sim_memview *m = &c->mem;
+  uint32_t w = cur_wave();
+  if (scope >= DEV_HOST_SCOPE_AGENT) {
+    if (m->wave[w].live) sim_chaos_laggard_drain();
+    sim_chaos_lag();
+    publish(m, w, scope);
+  }
+  m->wave[w].visible_seq = m->seq;
+}
+
 void sim_mem_fence(struct sim_cta *c, enum dev_order order, enum dev_scope scope) {
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
-  if (!sim.cfg.weak || scope < DEV_HOST_SCOPE_AGENT) return;
-  if (releases(order)) publish(&c->mem, scope);
-  if (acquires(order)) invalidate(&c->mem);
+  if (!sim.cfg.weak) return;
+  if (releases(order)) release(c, scope);
+  if (acquires(order) && scope >= DEV_HOST_SCOPE_AGENT) invalidate(&c->mem);
 }
 
 uint64_t sim_mem_atomic(struct sim_cta *c, void *p, enum dev_atomic_op op, uint32_t bytes, uint64_t v, uint64_t cmp,
                         enum dev_order order, enum dev_scope scope) {
   if (bytes != 4 && bytes != 8) sim_trap("atomic of %u bytes", bytes);
-  check_access(c, p, bytes);
+  bool remote = check_access(c, p, bytes);
   if (((uintptr_t)p & (bytes - 1)) != 0) sim_trap("misaligned %u-byte atomic at %p", bytes, p);
   if (sim.cfg.weak) {
-    if (releases(order) && scope >= DEV_HOST_SCOPE_AGENT) publish(&c->mem, scope);
-    /* the CTA's own earlier stores to these words come first (one location's order) */
+    if (releases(order)) release(c, scope);
+    if (op == DEV_ATOMIC_STORE && !releases(order)) {
+      /* a relaxed atomic store is a store like any other (a device- or system-scope one): it
+       * may land after the wave's later stores unless the wave waits for it */
+      struct sim_memview *m = &c->mem;
+      uint32_t lo = (uint32_t)v, hi = (uint32_t)(v >> 32);
+      pend_add(m, cur_wave(), (uintptr_t)p, lo, hi, bytes == 8, PEND_COMPLETE, remote);
+      cache_update(m, (uintptr_t)p, lo);
+      if (bytes == 8) cache_update(m, (uintptr_t)p + 4, hi);
+      return 0;
+    }
+    /* earlier stores to these words come first (one location's order: an atomic reads memory) */
     for (uint32_t i = 0; i < bytes; i += 4) {
-      struct sim_pending *e = pending_of(&c->mem, (uintptr_t)p + i);
-      if (e) land(&c->mem, e);
+      uint32_t wave;
+      struct sim_pending *e = pending_of(&c->mem, (uintptr_t)p + i, &wave);
+      if (e) land(&c->mem, wave, e);
     }
   }
   uint64_t old = 0;
@@ -378,5 +474,6 @@ uint64_t sim_mem_atomic(struct sim_cta *c, void *p, enum dev_atomic_op op, uint3
     }
   }
   if (sim.cfg.weak && acquires(order) && scope >= DEV_HOST_SCOPE_AGENT) invalidate(&c->mem);
+  if (sim.cfg.weak && releases(order) && scope >= DEV_HOST_SCOPE_AGENT) sim_chaos_lag(); /* the rest of the producer lags */
   return old;
 }

@@ -1,6 +1,6 @@
 /* hsa/sim/queue.c: user-mode AQL queues (ROCr's amd_queue_t over a ring of 64-byte packets) and
- * one packet processor thread a queue: header publication, packet types, the barrier bit, fence
- * scopes, completion signals, barrier-AND/OR dependencies, wrap-around, malformed packets. */
+ * one packet processor thread a queue: doorbells, header publication, packet types, the barrier bit,
+ * fence scopes, completion signals, barrier-AND/OR dependencies, wrap-around, malformed packets. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,13 +119,23 @@ static void *processor_main(void *arg) {
     if (atomic_load(&q->stop)) break;
     uint64_t rd = __atomic_load_n(&aq->read_dispatch_id, __ATOMIC_RELAXED);
     hsa_kernel_dispatch_packet_t *slot = &ring[rd & (q->size - 1)];
+    /* seq is read before the state it guards, so a ring (or a stop, or a failure, which bump it
+     * too) after these checks ends the sleep at once: no ring is missed, and none is invented */
     uint32_t seq = atomic_load_explicit(&q->doorbell->seq, memory_order_acquire);
+    if (atomic_load(&q->failed) || rd >= atomic_load(&q->rung)) {
+      /* inactive, or nothing announced: a GPU's packet processor reads the ring only when a
+       * doorbell store tells it to, so a published packet nobody rang for waits, here too. The
+       * timeout only bounds the sleep; a wake-up re-checks the doorbell, never the ring. */
+      sim_signal_wait_seq(q->doorbell, seq, 1000000000ull);
+      continue;
+    }
     uint16_t header = __atomic_load_n(&slot->header, __ATOMIC_ACQUIRE);
     unsigned type = (header >> HSA_PACKET_HEADER_TYPE) & 0xff;
-    if (type == HSA_PACKET_TYPE_INVALID || atomic_load(&q->failed)) {
-      /* not published yet (or the queue is inactive): sleep until the doorbell rings. seq was
-       * read before the header, so a ring after that check ends the sleep at once. */
-      sim_signal_wait_seq(q->doorbell, seq, 10000000ull);
+    if (type == HSA_PACKET_TYPE_INVALID) {
+      /* announced but not published yet (another producer's ring covered a slot still being
+       * written, or a ring ahead of its header): the packet processor re-reads the header until
+       * it is valid, as the CP does for a packet the doorbell covers */
+      sim_signal_wait_seq(q->doorbell, seq, 1000000ull);
       continue;
     }
     hsa_kernel_dispatch_packet_t pkt;

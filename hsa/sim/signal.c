@@ -121,9 +121,21 @@ SIM_API hsa_signal_value_t hsa_signal_load_scacquire(hsa_signal_t s) { return __
 SIM_API hsa_signal_value_t hsa_signal_load_relaxed(hsa_signal_t s) { return __atomic_load_n(&SIG(s)->amd.value, __ATOMIC_RELAXED); }
 SIM_API hsa_signal_value_t hsa_signal_load_acquire(hsa_signal_t s) { return hsa_signal_load_scacquire(s); }
 
+/* A store to a queue's doorbell rings it: the value is the id of the last packet written, and
+ * the ring announces every packet up to it (ROCr's AQL doorbell). What the queue has been told is
+ * the highest id ever rung, so a late, lower ring from another producer withdraws nothing. Only
+ * stores ring, as in ROCr, where a doorbell signal takes stores only. */
+static void ring(struct sim_signal *s, hsa_signal_value_t v) {
+  if (!s->is_doorbell || v < 0) return;
+  uint64_t want = (uint64_t)v + 1, cur = atomic_load(&s->queue->rung);
+  while (cur < want && !atomic_compare_exchange_weak(&s->queue->rung, &cur, want)) {
+  }
+}
+
 #define STORE(name, order)                                                                                   \
   SIM_API void name(hsa_signal_t s, hsa_signal_value_t v) {                                                 \
     __atomic_store_n(&SIG(s)->amd.value, v, order);                                                         \
+    ring(SIG(s), v);                                                                                        \
     sim_signal_changed(SIG(s));                                                                             \
   }
 STORE(hsa_signal_store_relaxed, __ATOMIC_RELAXED)

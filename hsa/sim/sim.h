@@ -42,6 +42,15 @@ struct sim_config {
   bool chaos;              /* HSAMONO_SIM_CHAOS=<seed> set */
   uint64_t chaos_seed;
   size_t stack_bytes;      /* HSAMONO_SIM_STACK_KB, default 64: one work-item's fiber stack */
+  /* HSAMONO_SIM_HOLD_CTAS=[kernel:]ids[:late]: CTAs of one dispatch held back, so tests can make
+   * part of a persistent grid never start (or start after the rest have ended), as a GPU whose
+   * CUs another kernel holds does */
+  struct { uint32_t lo, hi; } hold[16]; /* id ranges, inclusive */
+  unsigned nhold;
+  uint32_t hold_max;       /* the largest held id: a dispatch must have it */
+  bool hold_late;          /* start them once every other CTA has ended, rather than never */
+  char hold_kernel[64];    /* only a dispatch of this kernel ("" = any) */
+  bool hold_used;          /* the one dispatch it applies to has been taken (under sim.lock) */
 };
 
 /* ---------------------------------------------------------------- agents, pools, memory */
@@ -164,6 +173,7 @@ struct sim_queue {
   pthread_cond_t cv;          /* a dispatch of this queue finished */
   _Atomic bool stop;
   _Atomic bool failed;        /* after an error the queue processes nothing more */
+  _Atomic uint64_t rung;      /* packets below this id were announced by a doorbell store */
   unsigned inflight;          /* dispatches launched and not finished */
   char error[1024];
   uint32_t magic;
@@ -201,10 +211,12 @@ struct sim_wave_xchg {
 };
 
 /* The weak-visibility model's state of one CTA (see memmodel.c). */
+#define SIM_MAX_WAVES (SIM_MAX_CTA / 64u)
 struct sim_pending {
   uintptr_t addr;             /* 4-byte aligned word (8-byte aligned when wide) */
   uint32_t value;
   uint32_t value_hi;          /* the word at addr + 4 of a wide entry */
+  uint32_t seq;               /* the CTA's store count when it was made (visibility to other waves) */
   uint8_t cls;                /* PEND_RELEASE or PEND_COMPLETE */
   uint8_t need_system;        /* target memory needs a system-scope release */
   uint8_t live;
@@ -217,14 +229,23 @@ struct sim_line {
 #define SIM_CACHE_LINES 1024u
 struct sim_hslot {
   uintptr_t addr;
-  uint32_t idx, gen;
+  uint32_t idx, gen;          /* idx: wave << 24 | index in that wave's buffer */
 };
-struct sim_memview {
+/* One wave's store buffer: its stores not yet in memory, in program order (s_waitcnt vmcnt
+ * counts a wave's own stores only, so each wave drains and publishes its own). */
+struct sim_wavebuf {
   struct sim_pending *pend;
   uint32_t npend, cap, live, live_complete;
-  struct sim_hslot *hash;     /* word address -> index of its newest pending entry */
+  uint32_t visible_seq;       /* its entries up to this seq are visible to the CTA's other waves */
+};
+struct sim_memview {
+  struct sim_wavebuf wave[SIM_MAX_WAVES];
+  uint32_t live, live_complete; /* over all waves */
+  uint32_t seq;               /* stores made so far (since the last quiet point) */
+  uint32_t drain_wave;        /* where the next drain_one starts looking */
+  struct sim_hslot *hash;     /* word address -> its newest pending entry */
   uint32_t hash_cap, hash_used, gen;
-  struct sim_line *cache;     /* SIM_CACHE_LINES lines, direct mapped */
+  struct sim_line *cache;     /* SIM_CACHE_LINES lines, direct mapped: the CU's L1, shared by its waves */
   struct sim_alloc last;      /* cache of the last registry lookup */
 };
 
@@ -257,6 +278,7 @@ struct sim_dispatch {
   uint32_t nctas, cta_size, group_bytes;
   uint32_t next;              /* next CTA (position in order[]) to place */
   uint32_t *order;            /* CTA start order (a permutation under chaos) */
+  uint32_t laggard;           /* under chaos, the CTA that publishes late (cta.c); else none */
   uint8_t *started;           /* per CTA */
   _Atomic uint32_t finished;  /* CTAs done (or abandoned) */
   _Atomic uint32_t running;
@@ -269,6 +291,9 @@ struct sim_dispatch {
   char error[1024];
   uint64_t last_progress, last_change_ns;
   uint32_t resident_limit;    /* CUs x resident CTAs a CU for this kernel */
+  uint32_t hold_from;         /* order[] positions from here are held back (HSAMONO_SIM_HOLD_CTAS) */
+  bool hold_late;             /* they start once every CTA before them has ended */
+  bool hold_parked;           /* off the pending list until then (under the agent's lock) */
   struct sim_dispatch *next_pending;
   struct sim_dispatch *next_active;
   uint64_t seq;
@@ -347,6 +372,8 @@ void sim_mem_fence(struct sim_cta *c, enum dev_order order, enum dev_scope scope
 void sim_mem_wait_stores(struct sim_cta *c);
 void sim_mem_drain_one(struct sim_cta *c);
 void sim_mem_flush_all(struct sim_cta *c);
+void sim_mem_barrier(struct sim_cta *c);
+void sim_mem_drain_idle(struct sim_cta *c);
 
 /* the CTA side (cta.c): what dev_host ops call */
 extern SIM_TLS struct sim_lane *sim_cur;
@@ -355,6 +382,8 @@ void sim_check_abort(void);
 __attribute__((noreturn)) void sim_trap(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 uint64_t sim_rng(uint64_t *state);
 void sim_chaos_point(void);
+void sim_chaos_lag(void);
+void sim_chaos_laggard_drain(void);
 extern const struct dev_host_ops sim_dev_ops;
 
 #endif /* HM_SIM_H */

@@ -1,7 +1,8 @@
 /* tests/hsa/test_dispatch.c: the runtime's dispatch paths at volume: 10,000 dispatches through a
  * small queue (wrap-around), barrier packets ordering kernels on two queues, a persistent grid
- * barrier run 1,000 times, residency refusal and the arrival check, a recorded chain replayed
- * 1,000 times, and IPC between two processes each reading the other's buffer. */
+ * barrier run 1,000 times, residency refusal and the arrival check (no CTA arriving, and on the
+ * software agent part of a grid never or late starting), a recorded chain replayed 1,000 times,
+ * and IPC between two processes each reading the other's buffer. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -196,6 +197,172 @@ START_TEST(arrival_check) {
 }
 END_TEST
 
+/* ---------------------------------------------------------------- partial starts */
+
+/* A persistent grid of which part never starts, or starts late: the software agent holds CTA 3
+ * of the launch back (HSAMONO_SIM_HOLD_CTAS). The arrival check must abort the launch, every CTA
+ * that ran must end with the abort verdict and write nothing, and the launch must say the grid
+ * did not arrive. The knob is the software agent's: on a GPU these tests have nothing to hold. */
+struct partial {
+  hm_runtime *rt;
+  hm_agent *a;
+  hm_queue *q;
+  uint32_t *bar, *out, *verdict;
+  struct dev_persist *arrive;
+  hm_signal done;
+  hm_dispatch d;
+};
+
+enum { PARTIAL_CTAS = 8, PARTIAL_HELD = 3 };
+
+static bool partial_open(struct partial *p, const char *hold, uint32_t trap, const char *watchdog_s) {
+  setenv("HSAMONO_SIM_HOLD_CTAS", hold, 1);
+  setenv("HSAMONO_SIM_WATCHDOG_S", watchdog_s, 1);
+  unsetenv("HSAMONO_LOG"); /* the reasons must reach the caller at the default level */
+  memset(p, 0, sizeof *p);
+  p->rt = t_open();
+  if (!hm_runtime_is_sim(p->rt)) {
+    hm_runtime_close(p->rt);
+    return false;
+  }
+  p->a = hm_agent_get(p->rt, 0);
+  ck_assert_int_eq(hm_queue_create(p->a, 64, &p->q), HM_OK);
+  const hm_kernel *k = t_kernel(t_program(p->a), "st_gridbar");
+  p->bar = t_host(p->a, 64);
+  p->out = t_host(p->a, 4 * PARTIAL_CTAS);
+  p->verdict = t_host(p->a, 4 * PARTIAL_CTAS);
+  ck_assert_int_eq(hm_persist_new(p->a, &p->arrive), HM_OK);
+  struct st_gridbar_args args = {.bar = (uint64_t)(uintptr_t)p->bar, .out = (uint64_t)(uintptr_t)p->out,
+                                 .persist = (uint64_t)(uintptr_t)p->arrive,
+                                 .verdict = (uint64_t)(uintptr_t)p->verdict, .epochs = 1, .trap = trap};
+  ck_assert_int_eq(hm_signal_create(p->rt, 1, &p->done), HM_OK);
+  p->d = (hm_dispatch){.kernel = k, .ctas = PARTIAL_CTAS, .kernarg = t_kernarg(p->a, &args, sizeof args),
+                       .barrier = true, .acquire = HM_FENCE_SYSTEM, .release = HM_FENCE_SYSTEM,
+                       .completion = p->done};
+  return true;
+}
+
+/* What an aborted launch may leave: the verdicts (ABORT for every CTA that ran, nothing for one
+ * that did not) and not one word of output. When the agent also failed the dispatch (stopped),
+ * a CTA it stopped first may have recorded nothing either, but none ever GO. */
+static void partial_check_aborted(const struct partial *p, bool held_ran, bool stopped) {
+  for (uint32_t c = 0; c < PARTIAL_CTAS; c++) {
+    uint32_t want = c == PARTIAL_HELD && !held_ran ? 0 : DEV_PERSIST_ABORT;
+    if (stopped && p->verdict[c] == 0) want = 0;
+    ck_assert_msg(p->verdict[c] == want, "CTA %u: verdict %u, expected %u", c, p->verdict[c], want);
+    ck_assert_msg(p->out[c] == 0, "CTA %u wrote its output after an aborted launch", c);
+  }
+  ck_assert_uint_eq(p->bar[0], 0); /* no CTA reached the grid barrier */
+  ck_assert_uint_eq(__atomic_load_n(&p->arrive->state, __ATOMIC_ACQUIRE), DEV_PERSIST_ABORT);
+  ck_assert_uint_eq(__atomic_load_n(&p->arrive->arrived, __ATOMIC_ACQUIRE), held_ran ? PARTIAL_CTAS : PARTIAL_CTAS - 1);
+}
+
+/* After the failed launch (the hold is spent): the whole grid runs on queue q. */
+static void partial_check_whole(struct partial *p, hm_queue *q) {
+  hm_signal_store(p->rt, p->done, 1);
+  ck_assert_msg(hm_persistent_launch(q, &p->d, p->arrive, 0) == HM_OK, "%s", hm_errmsg());
+  ck_assert_msg(hm_signal_wait(p->rt, p->done, HM_WAIT_EQ, 0, RUN_TIMEOUT_NS, false, NULL) == HM_OK, "%s",
+                hm_errmsg());
+  for (uint32_t c = 0; c < PARTIAL_CTAS; c++) {
+    ck_assert_uint_eq(p->verdict[c], DEV_PERSIST_GO);
+    ck_assert_uint_eq(p->out[c], 1);
+  }
+}
+
+/* CTA 3 never starts: 7 of 8 arrive, the launch is aborted and says so; the 7 leave on ABORT.
+ * The held CTA keeps the dispatch alive (as a GPU's would, waiting for a CU) until the agent's
+ * watchdog ends it with a queue error naming the CTA that never started. */
+START_TEST(partial_start_never) {
+  struct partial p;
+  if (!partial_open(&p, "st_gridbar:3", 0, "1")) return;
+  uint64_t t0 = hm_now_test_ns();
+  hm_status s = hm_persistent_launch(p.q, &p.d, p.arrive, 300000000ull);
+  uint64_t took = hm_now_test_ns() - t0;
+  ck_assert_int_eq(s, HM_ERR_REFUSED);
+  ck_assert_msg(strstr(hm_errmsg(), "kernel st_gridbar: only 7 of 8 CTAs arrived within 0.300 s: the grid is not "
+                                    "resident") &&
+                    strstr(hm_errmsg(), "aborted and had not ended 0.300 s later"),
+                "%s", hm_errmsg());
+  ck_assert_uint_lt(took, 10000000000ull);
+  s = hm_signal_wait(p.rt, p.done, HM_WAIT_EQ, 0, RUN_TIMEOUT_NS, false, NULL);
+  ck_assert_msg(s == HM_ERR_QUEUE_FAULT && strstr(hm_errmsg(), "kernel st_gridbar (packet ") &&
+                    strstr(hm_errmsg(), "no progress") &&
+                    strstr(hm_errmsg(), "1 CTA never started: 3 (held back by HSAMONO_SIM_HOLD_CTAS)"),
+                "%s: %s", hm_status_name(s), hm_errmsg());
+  partial_check_aborted(&p, false, false);
+  /* the failed queue is done with; a new one runs the grid whole */
+  hm_queue *q2;
+  ck_assert_int_eq(hm_queue_create(p.a, 64, &q2), HM_OK);
+  partial_check_whole(&p, q2);
+  hm_runtime_close(p.rt);
+}
+END_TEST
+
+/* CTA 3 starts only once the 7 others have ended, so after the host declared ABORT: it arrives
+ * late, finds the verdict taken and leaves too. The launch is refused, the dispatch ends normally
+ * and the queue stays usable. */
+START_TEST(partial_start_late) {
+  struct partial p;
+  if (!partial_open(&p, "st_gridbar:3:late", 0, "1")) return;
+  hm_status s = hm_persistent_launch(p.q, &p.d, p.arrive, 300000000ull);
+  ck_assert_int_eq(s, HM_ERR_REFUSED);
+  ck_assert_msg(strstr(hm_errmsg(), "kernel st_gridbar: only 7 of 8 CTAs arrived within 0.300 s: the grid is not "
+                                    "resident") &&
+                    strstr(hm_errmsg(), "the launch was aborted"),
+                "%s", hm_errmsg());
+  ck_assert_msg(hm_signal_wait(p.rt, p.done, HM_WAIT_EQ, 0, RUN_TIMEOUT_NS, false, NULL) == HM_OK, "%s",
+                hm_errmsg());
+  partial_check_aborted(&p, true, false);
+  ck_assert_int_eq(hm_queue_status(p.q), HM_OK);
+  partial_check_whole(&p, p.q);
+  hm_runtime_close(p.rt);
+}
+END_TEST
+
+/* The aborted launch then fails on the agent (CTA 0 traps once it has its verdict; CTA 3 never
+ * started): the launch's error gives both, the arrival failure and the agent's reason. */
+START_TEST(partial_start_then_trap) {
+  struct partial p;
+  if (!partial_open(&p, "st_gridbar:3", 1, "1")) return;
+  hm_status s = hm_persistent_launch(p.q, &p.d, p.arrive, 1000000000ull);
+  const char *m = hm_errmsg();
+  ck_assert_int_eq(s, HM_ERR_REFUSED);
+  ck_assert_msg(strstr(m, "only 7 of 8 CTAs arrived within 1.000 s") &&
+                    strstr(m, "the launch was aborted, then failed: queue on agent 0: kernel st_gridbar (packet ") &&
+                    strstr(m, "work-item 0 of CTA 0: trap at ") && strstr(m, "1 CTA never started: 3"),
+                "%s", m);
+  ck_assert_int_eq(hm_queue_status(p.q), HM_ERR_QUEUE_FAULT);
+  partial_check_aborted(&p, false, true);
+  ck_assert_uint_eq(p.verdict[0], DEV_PERSIST_ABORT); /* the trapping CTA had its verdict */
+  hm_runtime_close(p.rt);
+}
+END_TEST
+
+/* The agent gives up first: its watchdog (0.3 s) ends the dispatch while the 7 CTAs wait for a
+ * verdict the host would give only after 5 s. The launch returns the queue error at once, naming
+ * the launch, the watchdog and the CTA that never started; no CTA ran on. */
+START_TEST(partial_start_watchdog) {
+  struct partial p;
+  if (!partial_open(&p, "st_gridbar:3", 0, "0.3")) return;
+  uint64_t t0 = hm_now_test_ns();
+  hm_status s = hm_persistent_launch(p.q, &p.d, p.arrive, 5000000000ull);
+  uint64_t took = hm_now_test_ns() - t0;
+  const char *m = hm_errmsg();
+  ck_assert_msg(s == HM_ERR_QUEUE_FAULT, "%s: %s", hm_status_name(s), m);
+  ck_assert_msg(strstr(m, "kernel st_gridbar: persistent launch of 8 CTAs (7 arrived): queue on agent 0: kernel "
+                          "st_gridbar (packet ") &&
+                    strstr(m, "no progress for 0.3 s (watchdog") && strstr(m, "1 CTA never started: 3"),
+                "%s", m);
+  ck_assert_msg(took < 4000000000ull, "the launch took %.1f s", (double)took / 1e9);
+  for (uint32_t c = 0; c < PARTIAL_CTAS; c++) {
+    ck_assert_uint_ne(p.verdict[c], DEV_PERSIST_GO);
+    ck_assert_uint_eq(p.out[c], 0);
+  }
+  ck_assert_uint_eq(p.bar[0], 0);
+  hm_runtime_close(p.rt);
+}
+END_TEST
+
 /* A recorded chain (three dispatches and a barrier packet) replayed 1,000 times; once the chain
  * has visited every ring slot, replays rewrite only the headers. */
 START_TEST(chain_replay) {
@@ -378,5 +545,13 @@ Suite *hm_test_suite(void) {
   tcase_add_test(tc, chain_replay);
   tcase_add_test(tc, ipc_two_processes);
   suite_add_tcase(s, tc);
+  /* a case of its own, to run alone: CK_RUN_CASE=partial */
+  TCase *pc = tcase_create("partial");
+  tcase_set_timeout(pc, 300);
+  tcase_add_test(pc, partial_start_never);
+  tcase_add_test(pc, partial_start_late);
+  tcase_add_test(pc, partial_start_then_trap);
+  tcase_add_test(pc, partial_start_watchdog);
+  suite_add_tcase(s, pc);
   return s;
 }

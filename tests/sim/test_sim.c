@@ -1,6 +1,6 @@
 /* tests/sim/test_sim.c: the software HSA agent through the raw HSA API and through the runtime:
- * configuration, the packet processor's rules, signals, executables, CTA residency and the
- * watchdog, the weak-visibility model and chaos mode. */
+ * configuration, the packet processor's rules (doorbells, headers), signals, executables, CTA
+ * residency and the watchdog, failures reaching the caller, the weak-visibility model and chaos mode. */
 #include <check.h>
 #include <hsa/hsa.h>
 #include <hsa/hsa_ext_amd.h>
@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../hsa/rt_helpers.h"
+#include "dev_persist.h"
 #include "hm_embedded.h"
 #include "hm_hsa.h"
 #include "hm_hsa_compat.h"
@@ -616,6 +617,184 @@ START_TEST(chaos_is_reproducible) {
 }
 END_TEST
 
+/* ---------------------------------------------------------------- doorbells */
+
+/* A packet runs only once a doorbell store announced it, as on a GPU whose packet processor reads
+ * the ring when its doorbell is written: published but not rung, it waits (the agent used to find
+ * it by polling); a ring covers every packet up to its id; a later, lower ring withdraws nothing. */
+START_TEST(served_only_when_rung) {
+  setenv("HSAMONO_SIM_CUS", "4", 1);
+  struct raw r;
+  raw_open(&r, 64);
+  uint32_t *counter;
+  ck_assert_int_eq(hsa_amd_memory_pool_allocate(r.kernarg, 64, 0, (void **)&counter), HSA_STATUS_SUCCESS);
+  *counter = 0;
+  hsa_signal_t done;
+  hsa_signal_create(1, 0, NULL, &done);
+  /* published, never rung: not run within 200 ms */
+  uint64_t a = count_packet(&r, counter, done, 0, NULL);
+  publish(&r, a, DISPATCH_HEADER);
+  ck_assert_int_eq(hsa_signal_wait_scacquire(done, HSA_SIGNAL_CONDITION_EQ, 0, 200000000ull, HSA_WAIT_STATE_BLOCKED), 1);
+  ck_assert_uint_eq(*counter, 0);
+  ck_assert_uint_eq(hsa_queue_load_read_index_scacquire(r.q), a);
+  /* rung: it runs */
+  hsa_signal_store_screlease(r.q->doorbell_signal, (hsa_signal_value_t)a);
+  ck_assert_int_eq(hsa_signal_wait_scacquire(done, HSA_SIGNAL_CONDITION_EQ, 0, 10000000000ull, HSA_WAIT_STATE_BLOCKED), 0);
+  ck_assert_uint_eq(*counter, 1);
+  /* two published, the ring names the first: the second waits for its own ring */
+  hsa_signal_store_relaxed(done, 2);
+  uint64_t b = count_packet(&r, counter, done, 0, NULL), c = count_packet(&r, counter, done, 0, NULL);
+  publish(&r, b, DISPATCH_HEADER);
+  publish(&r, c, DISPATCH_HEADER);
+  hsa_signal_store_screlease(r.q->doorbell_signal, (hsa_signal_value_t)b);
+  ck_assert_int_eq(hsa_signal_wait_scacquire(done, HSA_SIGNAL_CONDITION_EQ, 1, 10000000000ull, HSA_WAIT_STATE_BLOCKED), 1);
+  ck_assert_int_eq(hsa_signal_wait_scacquire(done, HSA_SIGNAL_CONDITION_EQ, 0, 200000000ull, HSA_WAIT_STATE_BLOCKED), 1);
+  ck_assert_uint_eq(*counter, 2);
+  ck_assert_uint_eq(hsa_queue_load_read_index_scacquire(r.q), c);
+  hsa_signal_store_screlease(r.q->doorbell_signal, (hsa_signal_value_t)c);
+  ck_assert_int_eq(hsa_signal_wait_scacquire(done, HSA_SIGNAL_CONDITION_EQ, 0, 10000000000ull, HSA_WAIT_STATE_BLOCKED), 0);
+  ck_assert_uint_eq(*counter, 3);
+  /* three published, one ring with the last id runs all three; a stale lower ring (another
+   * producer's, arriving late) after it changes nothing */
+  hsa_signal_store_relaxed(done, 3);
+  uint64_t ids[3];
+  for (int i = 0; i < 3; i++) publish(&r, ids[i] = count_packet(&r, counter, done, 0, NULL), DISPATCH_HEADER);
+  hsa_signal_store_screlease(r.q->doorbell_signal, (hsa_signal_value_t)ids[2]);
+  hsa_signal_store_screlease(r.q->doorbell_signal, (hsa_signal_value_t)ids[0]);
+  ck_assert_int_eq(hsa_signal_wait_scacquire(done, HSA_SIGNAL_CONDITION_EQ, 0, 10000000000ull, HSA_WAIT_STATE_BLOCKED), 0);
+  ck_assert_uint_eq(*counter, 6);
+  ck_assert_uint_eq(hsa_queue_load_read_index_scacquire(r.q), ids[2] + 1);
+  ck_assert_int_eq(r.errors, 0);
+  hsa_queue_destroy(r.q);
+  hsa_shut_down();
+}
+END_TEST
+
+/* ---------------------------------------------------------------- failures reach the caller */
+
+/* A kernel that never ends: the watchdog abandons it, and the reason reaches the caller at the
+ * default log level: through HSA (the queue's error callback with HSA_STATUS_ERROR_EXCEPTION and
+ * the agent's text) and through the runtime (HM_ERR_QUEUE_FAULT, hm_errmsg naming the watchdog,
+ * the kernel and its packet), within the watchdog's bound. A later wait on the dispatch's signal,
+ * after the fault was reported, still names it. */
+START_TEST(watchdog_reason_reaches_caller) {
+  unsetenv("HSAMONO_LOG");
+  unsetenv("HSAMONO_SIM_VERBOSE");
+  setenv("HSAMONO_SIM_CUS", "2", 1);
+  setenv("HSAMONO_SIM_AGENTS", "1", 1);
+  setenv("HSAMONO_SIM_WATCHDOG_S", "0.5", 1);
+  hm_runtime *rt;
+  ck_assert_int_eq(hm_runtime_open("sim", &rt), HM_OK);
+  hm_agent *a = hm_agent_get(rt, 0);
+  hm_queue *q;
+  ck_assert_int_eq(hm_queue_create(a, 64, &q), HM_OK);
+  const hm_kernel *k = t_kernel(t_program(a), "st_poll");
+  uint32_t *flag = t_host(a, 64), *out = t_host(a, 64);
+  /* the flag is never raised and the poll's own bound is 10,000 s: only the watchdog ends it */
+  struct st_poll_args args = {.flag = (uint64_t)(uintptr_t)flag, .out = (uint64_t)(uintptr_t)out,
+                              .ticks = 1000000000000ull};
+  hm_signal done;
+  ck_assert_int_eq(hm_signal_create(rt, 1, &done), HM_OK);
+  hm_dispatch d = {.kernel = k, .ctas = 1, .kernarg = t_kernarg(a, &args, sizeof args), .completion = done};
+  uint64_t t0 = hm_now_test_ns();
+  ck_assert_int_eq(hm_queue_dispatch(q, &d, 1), HM_OK);
+  hm_status s = hm_signal_wait(rt, done, HM_WAIT_EQ, 0, RUN_TIMEOUT_NS, false, NULL);
+  uint64_t took = hm_now_test_ns() - t0;
+  char m[1024];
+  snprintf(m, sizeof m, "%s", hm_errmsg());
+  ck_assert_msg(s == HM_ERR_QUEUE_FAULT, "%s: %s", hm_status_name(s), m);
+  ck_assert_msg(strstr(m, "queue on agent 0") && strstr(m, "kernel st_poll (packet 0 of queue ") &&
+                    strstr(m, "no progress for 0.5 s (watchdog, HSAMONO_SIM_WATCHDOG_S)"),
+                "%s", m);
+  ck_assert_msg(took < 10000000000ull, "the watchdog took %.1f s", (double)took / 1e9);
+  ck_assert_uint_eq(out[0], 0);
+  /* reported once; the queue keeps saying it, and a wait that times out on the dead dispatch's
+   * signal names the failed queue rather than only its value */
+  ck_assert_int_eq(hm_queue_status(q), HM_ERR_QUEUE_FAULT);
+  ck_assert_msg(strstr(hm_errmsg(), "no progress"), "%s", hm_errmsg());
+  ck_assert_int_eq(hm_signal_wait(rt, done, HM_WAIT_EQ, 0, 50000000ull, false, NULL), HM_ERR_TIMEOUT);
+  ck_assert_msg(strstr(hm_errmsg(), "value 1 after 0.050 s; queue on agent 0 had failed: kernel st_poll") &&
+                    strstr(hm_errmsg(), "watchdog"),
+                "%s", hm_errmsg());
+  hm_runtime_close(rt);
+}
+END_TEST
+
+/* The same through raw HSA: the error callback gets HSA_STATUS_ERROR_EXCEPTION and the agent's
+ * extension gives the text. */
+START_TEST(watchdog_reason_through_hsa) {
+  unsetenv("HSAMONO_LOG");
+  setenv("HSAMONO_SIM_CUS", "4", 1);
+  setenv("HSAMONO_SIM_WATCHDOG_S", "0.5", 1);
+  struct raw r;
+  raw_open(&r, 64);
+  uint32_t *words;
+  ck_assert_int_eq(hsa_amd_memory_pool_allocate(r.kernarg, 64, 0, (void **)&words), HSA_STATUS_SUCCESS);
+  memset(words, 0, 64);
+  void *ka;
+  ck_assert_int_eq(hsa_amd_memory_pool_allocate(r.kernarg, 64, 0, &ka), HSA_STATUS_SUCCESS);
+  struct st_poll_args args = {.flag = (uint64_t)(uintptr_t)words, .out = (uint64_t)(uintptr_t)(words + 4),
+                              .ticks = 1000000000000ull};
+  memcpy(ka, &args, sizeof args);
+  hsa_signal_t done;
+  hsa_signal_create(1, 0, NULL, &done);
+  uint64_t idx = count_packet(&r, words + 8, done, 0, NULL); /* a well-formed packet, retargeted */
+  hsa_kernel_dispatch_packet_t *p = (hsa_kernel_dispatch_packet_t *)r.q->base_address + (idx & 63);
+  p->kernel_object = kobj(&r, "st_poll.kd");
+  p->kernarg_address = ka;
+  publish(&r, idx, DISPATCH_HEADER);
+  hsa_signal_store_screlease(r.q->doorbell_signal, (hsa_signal_value_t)idx);
+  for (int t = 0; t < 5000 && !r.errors; t++) nap_ms(2);
+  ck_assert_int_eq(r.errors, 1);
+  ck_assert_int_eq(r.last, HSA_STATUS_ERROR_EXCEPTION);
+  char msg[1024];
+  ck_assert_uint_gt(hm_sim_queue_error(r.q, msg, sizeof msg), 0);
+  char want[64];
+  snprintf(want, sizeof want, "kernel st_poll (packet %llu of queue ", (unsigned long long)idx);
+  ck_assert_msg(strstr(msg, want) && strstr(msg, "no progress for 0.5 s (watchdog"), "%s", msg);
+  ck_assert_int_eq(hsa_signal_load_scacquire(done), 1); /* a failed dispatch does not complete */
+  hsa_queue_destroy(r.q);
+  hsa_shut_down();
+}
+END_TEST
+
+/* A device trap (dev_trap, in CTA 0 of a running persistent grid): the caller's wait returns
+ * HM_ERR_QUEUE_FAULT whose message gives the trap's place, the work-item, the CTA and the
+ * dispatch, at the default log level. */
+START_TEST(trap_reason_reaches_caller) {
+  unsetenv("HSAMONO_LOG");
+  unsetenv("HSAMONO_SIM_VERBOSE");
+  setenv("HSAMONO_SIM_CUS", "4", 1);
+  setenv("HSAMONO_SIM_AGENTS", "1", 1);
+  hm_runtime *rt;
+  ck_assert_int_eq(hm_runtime_open("sim", &rt), HM_OK);
+  hm_agent *a = hm_agent_get(rt, 0);
+  hm_queue *q;
+  ck_assert_int_eq(hm_queue_create(a, 64, &q), HM_OK);
+  const hm_kernel *k = t_kernel(t_program(a), "st_gridbar");
+  uint32_t *bar = t_host(a, 64), *out = t_host(a, 4 * 4), *verdict = t_host(a, 4 * 4);
+  struct dev_persist *arrive;
+  ck_assert_int_eq(hm_persist_new(a, &arrive), HM_OK);
+  struct st_gridbar_args args = {.bar = (uint64_t)(uintptr_t)bar, .out = (uint64_t)(uintptr_t)out,
+                                 .persist = (uint64_t)(uintptr_t)arrive, .verdict = (uint64_t)(uintptr_t)verdict,
+                                 .epochs = 1, .trap = 1};
+  hm_signal done;
+  ck_assert_int_eq(hm_signal_create(rt, 1, &done), HM_OK);
+  hm_dispatch d = {.kernel = k, .ctas = 4, .kernarg = t_kernarg(a, &args, sizeof args), .completion = done,
+                   .acquire = HM_FENCE_SYSTEM, .release = HM_FENCE_SYSTEM};
+  ck_assert_msg(hm_persistent_launch(q, &d, arrive, 0) == HM_OK, "%s", hm_errmsg()); /* the grid arrived */
+  hm_status s = hm_signal_wait(rt, done, HM_WAIT_EQ, 0, RUN_TIMEOUT_NS, false, NULL);
+  const char *m = hm_errmsg();
+  ck_assert_msg(s == HM_ERR_QUEUE_FAULT, "%s: %s", hm_status_name(s), m);
+  ck_assert_msg(strstr(m, "kernel st_gridbar (packet 0 of queue ") &&
+                    strstr(m, "work-item 0 of CTA 0: trap at ") && strstr(m, "st_gridbar.cl:"),
+                "%s", m);
+  ck_assert_uint_eq(verdict[0], DEV_PERSIST_GO);
+  ck_assert_uint_eq(out[0], 0); /* CTA 0 never reached the barrier */
+  hm_runtime_close(rt);
+}
+END_TEST
+
 Suite *hm_test_suite(void) {
   Suite *s = suite_create("sim");
   TCase *tc = tcase_create("agent");
@@ -634,5 +813,17 @@ Suite *hm_test_suite(void) {
   tcase_add_test(tc, chaos_catches_a_missing_wait);
   tcase_add_test(tc, chaos_is_reproducible);
   suite_add_tcase(s, tc);
+  /* the doorbell and the failures a caller must be told about, a case of their own so each can be
+   * run alone (CK_RUN_CASE=doorbell, =failures) */
+  TCase *db = tcase_create("doorbell");
+  tcase_set_timeout(db, 120);
+  tcase_add_test(db, served_only_when_rung);
+  suite_add_tcase(s, db);
+  TCase *fl = tcase_create("failures");
+  tcase_set_timeout(fl, 120);
+  tcase_add_test(fl, watchdog_reason_reaches_caller);
+  tcase_add_test(fl, watchdog_reason_through_hsa);
+  tcase_add_test(fl, trap_reason_reaches_caller);
+  suite_add_tcase(s, fl);
   return s;
 }

@@ -1,0 +1,84 @@
+/* device/selftest/st_prim.h: the body of the st_prim kernels (selftest.h): one producer CTA and one
+ * consumer CTA through device/handoff.h's primitives, compiled once per HO_SKIP variant. */
+#include "../dev.h"
+#include "../handoff.h"
+#include "selftest.h"
+
+#ifndef ST_PRIM_NAME
+#error "define ST_PRIM_NAME (the kernel's name) before including st_prim.h"
+#endif
+
+/* Wait (lane 0, then the CTA) until *word == want or `ticks` pass. */
+DEV_INLINE void st_prim_await(__global u32 *word, u32 want, u64 ticks) {
+  if (dev_lid() == 0) {
+    dev_poll_t p;
+    dev_poll_init(&p);
+    while (dev_atomic_load_u32(word, DEV_ACQUIRE, DEV_SCOPE_AGENT) != want && dev_poll_elapsed(&p) < ticks)
+      dev_poll_wait(&p);
+    dev_poll_done(&p);
+  }
+  dev_barrier();
+}
+
+/* one level more, so ST_PRIM_NAME expands before DEV_KERNEL pastes it into its symbols */
+#define ST_PRIM_KERNEL(name) DEV_KERNEL(name, struct st_prim_args, ST_PRIM_CTA)
+ST_PRIM_KERNEL(ST_PRIM_NAME) {
+  __global u32 *data = (__global u32 *)args.data;
+  __global u64 *pairs = (__global u64 *)args.data;
+  __global u32 *flag = (__global u32 *)args.flag;
+  __global u32 *out = (__global u32 *)args.out;
+  __global u32 *ack = (__global u32 *)args.ack;
+  DEV_LDS(u32, word);
+  const u32 lid = dev_lid(), n = args.n, tag = args.tag;
+  if (dev_cta() == 0) {
+    /* produce only once the consumer has its stale copy (flag mode) or is polling (pair mode) */
+    st_prim_await(ack, tag + 1u, args.ticks);
+    if (args.mode == ST_PRIM_FLAG) {
+      for (u32 i = lid; i < n; i += dev_cta_size()) dev_st_u32(&data[i], i * 3u + tag, DEV_CP_DEV);
+      ho_flag_raise(flag, tag);
+    } else {
+      for (u32 i = lid; i < n; i += dev_cta_size()) ho_pair_put(&pairs[i], i * 3u + tag, tag);
+    }
+    /* the producer stays until the consumer is done (bounded by ticks), running: an idle CTA's
+     * pending stores all land at once, in program order. Flag mode: lane 0 spins with no
+     * scheduling point, so the other waves' stores stay pending. Pair mode: barrier rounds, at
+     * whose scheduling points pending stores land one at a time, newest first. */
+    if (args.mode == ST_PRIM_FLAG) {
+      if (lid == 0) {
+        dev_poll_t p;
+        dev_poll_init(&p);
+        while (dev_atomic_load_u32(ack, DEV_RELAXED, DEV_SCOPE_AGENT) != tag && dev_poll_elapsed(&p) < args.ticks) {
+        }
+        dev_poll_done(&p);
+      }
+    } else {
+      u32 done = 0;
+      dev_poll_t p;
+      dev_poll_init(&p);
+      while (!done) {
+        dev_barrier();
+        if (lid == 0)
+          *word = dev_atomic_load_u32(ack, DEV_RELAXED, DEV_SCOPE_AGENT) == tag || dev_poll_elapsed(&p) >= args.ticks;
+        dev_barrier();
+        done = *word;
+      }
+      dev_poll_done(&p);
+    }
+  } else if (dev_cta() == 1) {
+    if (args.mode == ST_PRIM_FLAG) {
+      u32 warm = 0;
+      for (u32 i = lid; i < n; i += dev_cta_size()) warm += dev_ld_u32(&data[i], DEV_CP_PLAIN);
+      out[n] = warm;
+      dev_barrier();
+      if (lid == 0) dev_atomic_store_u32(ack, tag + 1u, DEV_RELEASE, DEV_SCOPE_AGENT);
+      ho_flags_wait(flag, 1u, 1u, tag);
+      for (u32 i = lid; i < n; i += dev_cta_size()) out[i] = dev_ld_u32(&data[i], DEV_CP_PLAIN);
+    } else {
+      dev_barrier();
+      if (lid == 0) dev_atomic_store_u32(ack, tag + 1u, DEV_RELEASE, DEV_SCOPE_AGENT);
+      for (u32 i = lid; i < n; i += dev_cta_size()) out[i] = ho_pair_get(&pairs[i], tag);
+    }
+    dev_barrier();
+    if (lid == 0) dev_atomic_store_u32(ack, tag, DEV_RELEASE, DEV_SCOPE_AGENT);
+  }
+}
