@@ -102,6 +102,7 @@ void sim_config_load(struct sim_config *cfg) {
     cfg->chaos = true;
     cfg->chaos_seed = strtoull(chaos, NULL, 0);
   }
+  cfg->laggard_every = (unsigned)env_uint("HSAMONO_SIM_LAGGARD", 4, 1, 1000000);
   cfg->stack_bytes = (size_t)env_uint("HSAMONO_SIM_STACK_KB", 64, 16, 8192) * 1024;
   const char *hold = getenv("HSAMONO_SIM_HOLD_CTAS");
   if (hold && *hold && !parse_hold(hold, cfg)) {

@@ -343,11 +343,12 @@ static void start_order(struct sim_dispatch *d) {
   if (sim.cfg.chaos) hm_sim_chaos_start_order(sim.cfg.chaos_seed, d->seq, d->nctas, d->order);
   else
     for (uint32_t i = 0; i < d->nctas; i++) d->order[i] = i;
-  /* the laggard (cta.c), in one dispatch of four: the CTA started last in the chaos order (random,
-   * reproducible); none without chaos. One in four keeps its stalls' cost to tests that run
-   * thousands of dispatches reasonable. */
+  /* the laggard (cta.c), in one dispatch of HSAMONO_SIM_LAGGARD (4): the CTA started last in the
+   * chaos order (random, reproducible); none without chaos. One in four keeps its stalls' cost to
+   * tests that run thousands of dispatches reasonable; a test after missing waits asks for 1. */
   uint64_t pick = sim.cfg.chaos_seed ^ d->seq * 0xd1b54a32d192ed03ull;
-  d->laggard = sim.cfg.chaos && d->nctas > 1 && sim_rng(&pick) % 4 == 0 ? d->order[d->nctas - 1] : UINT32_MAX;
+  d->laggard = sim.cfg.chaos && d->nctas > 1 && sim_rng(&pick) % sim.cfg.laggard_every == 0 ? d->order[d->nctas - 1]
+                                                                                            : UINT32_MAX;
 }
 
 static bool held(const struct sim_config *cfg, uint32_t id) {

@@ -41,6 +41,7 @@ struct sim_config {
   bool weak;               /* HSAMONO_SIM_WEAK=1: weak visibility of hand-off memory */
   bool chaos;              /* HSAMONO_SIM_CHAOS=<seed> set */
   uint64_t chaos_seed;
+  unsigned laggard_every;  /* HSAMONO_SIM_LAGGARD=N: under chaos, one dispatch in N has a laggard CTA (default 4) */
   size_t stack_bytes;      /* HSAMONO_SIM_STACK_KB, default 64: one work-item's fiber stack */
   /* HSAMONO_SIM_HOLD_CTAS=[kernel:]ids[:late]: CTAs of one dispatch held back, so tests can make
    * part of a persistent grid never start (or start after the rest have ended), as a GPU whose

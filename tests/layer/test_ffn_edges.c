@@ -225,23 +225,25 @@ END_TEST
  * each under several chaos seeds (the laggard CTA, hsa/sim/cta.c, publishes as late as it can).
  * Two picks a token from 16 experts leave CTAs of the 8-CTA grid with a shared-expert task but
  * no routed unit: there a down projection that skipped its wait on the shared expert reads the
- * last step's activations (seen killed by one seed in four; four seeds here). */
+ * last step's activations. A laggard in every dispatch (HSAMONO_SIM_LAGGARD=1). */
 START_TEST(grid_shapes_under_chaos) {
   hm_layer_config c = tl_config("tiny", 3, 16, 2);
   hm_layer_weights w[2];
   tl_build_group(&c, 2, 640, HM_WPART_FFN, w);
   const char *seeds[] = {"3", "7", "11", "19"};
-  const uint32_t grids[] = {3, 5, 8}, rows[] = {1, 3};
+  const uint32_t grids[] = {3, 5, 8}, rows[] = {1, 3, 1};
   setenv("HSAMONO_SIM_WEAK", "1", 1);
+  setenv("HSAMONO_SIM_LAGGARD", "1", 1); /* a laggard in every dispatch */
   for (uint32_t k = 0; k < 4; k++) {
     setenv("HSAMONO_SIM_CHAOS", seeds[k], 1);
     for (uint32_t i = 0; i < 3; i++) {
       hm_ffn_config fc = small_grid;
       fc.ctas = grids[i];
-      run_steps(w, 2, rows, 2, 650 + 10 * k + i, 1.0f, &fc);
+      run_steps(w, 2, rows, 3, 650 + 10 * k + i, 1.0f, &fc);
     }
   }
   unsetenv("HSAMONO_SIM_CHAOS");
+  unsetenv("HSAMONO_SIM_LAGGARD");
   tl_free_group(w, 2);
 }
 END_TEST
