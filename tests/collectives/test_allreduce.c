@@ -1,6 +1,6 @@
-/* tests/collectives/test_allreduce.c: the peer all-reduce on the software agent: bitwise equality
- * with the CPU rank-order sum on every rank at TP 2, 4, 8, in threads and in processes; 10,000
- * back-to-back steps; a recorded chain replayed; a stalled or killed rank turns into an error. */
+/* tests/collectives/test_allreduce.c: the peer all-reduce on the software agent: bitwise equality with the
+ * CPU rank-order sum on every rank at TP 2, 4, 8, in threads and processes, on partials where the order
+ * shows; 10,000 back-to-back steps; a recorded chain replayed; a stalled or killed rank is an error. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -150,6 +150,106 @@ START_TEST(chain_replays) {
   for (unsigned r = 0; r < 2; r++) ck_assert_msg(c[r].st == HM_OK, "%s", c[r].err);
   hm_runtime_close(rt);
 }
+END_TEST
+
+/* ---------------------------------------------------------------- the order of the sum */
+
+/* The all-reduce's sum (spec/mono.md §2.3 reduce and §3.7: "f32 sum in rank order 0..tp-1, then
+ * bf16"; docs/decisions.md "All-reduce": starting from rank 0's value, no fma, bf16 RNE) on
+ * partials crafted so that the order shows in the result. Each case is one element's partials,
+ * rank 0 first, and its bf16 result worked out by hand from that definition (the test checks the
+ * hand work against the CPU's rank-order sum, and that the reversed order gives another result
+ * where the case says so). bf16 bits: 1 = 0x3f80, -1 = 0xbf80, 2^-24 = 0x3380, 2^-23 = 0x3400,
+ * 2^-8 = 0x3b80, 2 = 0x4000, 2^24 = 0x4b80, 1 + 2^-7 = 0x3f81, 1 + 2^-6 = 0x3f82. */
+typedef struct order_case {
+  uint16_t v[4];   /* rank r's partial (TP 2 uses v[0], v[1]) */
+  uint16_t want;   /* the rank-order result */
+  uint16_t rev;    /* the result of the reversed order (tp-1 first), where it differs; else want */
+} order_case;
+
+/* TP 4. 1 + 2^-24 is a tie in f32 and goes to even (1); -1 + 2^-24 = -(1 - 2^-24) is exact. */
+static const order_case order4[] = {
+    /* ((1 + 2^-24) + 2^-24) - 1 = 0; reversed ((-1 + 2^-24) + 2^-24) + 1 = 2^-23 */
+    {{0x3f80, 0x3380, 0x3380, 0xbf80}, 0x0000, 0x3400},
+    /* the mirror: ((-1 + 2^-24) + 2^-24) + 1 = 2^-23; reversed 0 */
+    {{0xbf80, 0x3380, 0x3380, 0x3f80}, 0x3400, 0x0000},
+    /* ((2^24 + 1) - 2^24) + 1 = 1 (2^24 + 1 ties to 2^24); reversed ((1 - 2^24) + 1) + 2^24 = 2 */
+    {{0x4b80, 0x3f80, 0xcb80, 0x3f80}, 0x3f80, 0x4000},
+    /* ((2^-24 + 1) - 1) + 2^-24 = 2^-24; reversed ((2^-24 - 1) + 1) + 2^-24 = 2^-23 */
+    {{0x3380, 0x3f80, 0xbf80, 0x3380}, 0x3380, 0x3400},
+    /* -0 + -0 + -0 + -0 = -0 (a sum from 0.0 instead of rank 0's value gives +0) */
+    {{0x8000, 0x8000, 0x8000, 0x8000}, 0x8000, 0x8000},
+    /* 1 + 2^-8 is a bf16 tie: even, 1 (not 1 + 2^-7: RNE, not rounding half up) */
+    {{0x3f80, 0x3b80, 0x0000, 0x0000}, 0x3f80, 0x3f80},
+    /* (1 + 2^-7) + 2^-8 is a bf16 tie: even, 1 + 2^-6 (not truncated to 1 + 2^-7) */
+    {{0x3f81, 0x3b80, 0x0000, 0x0000}, 0x3f82, 0x3f82},
+};
+
+/* TP 2. x0 + x1 and x1 + x0 are the same f32 (IEEE addition commutes; one rounding), so no
+ * choice of two partials shows the order of a two-rank sum: what TP 2 can show is the start (rank
+ * 0's value, not 0.0) and the rounding to bf16. */
+static const order_case order2[] = {
+    {{0x8000, 0x8000}, 0x8000, 0x8000}, /* -0 + -0 = -0; 0 + -0 + -0 = +0 */
+    {{0x3f80, 0xbf80}, 0x0000, 0x0000}, /* 1 - 1 = +0 */
+    {{0x4b80, 0x3f80}, 0x4b80, 0x4b80}, /* 2^24 + 1 ties to 2^24 in f32 */
+    {{0x3f80, 0x3b80}, 0x3f80, 0x3f80}, /* 1 + 2^-8: a bf16 tie, to even */
+    {{0x3f81, 0x3b80}, 0x3f82, 0x3f82}, /* (1 + 2^-7) + 2^-8: a bf16 tie, to even (up) */
+};
+
+/* Element i of step k: case i % n, scaled by 2^s, s = (i / n + k) % 9 - 4 (a power of two scales
+ * every partial sum alike, so each case holds at nine magnitudes; zeros stay as they are). */
+static uint16_t scaled(uint16_t v, unsigned n, unsigned step, uint32_t i) {
+  int s = (int)((i / n + step) % 9u) - 4;
+  return (v & 0x7fffu) ? (uint16_t)(v + (s << 7)) : v;
+}
+static uint16_t order_value(const order_case *cs, unsigned n, unsigned rank, unsigned step, uint32_t i) {
+  return scaled(cs[i % n].v[rank], n, step, i);
+}
+static uint16_t order_in4(unsigned rank, unsigned step, uint32_t i) {
+  return order_value(order4, sizeof order4 / sizeof *order4, rank, step, i);
+}
+static uint16_t order_in2(unsigned rank, unsigned step, uint32_t i) {
+  return order_value(order2, sizeof order2 / sizeof *order2, rank, step, i);
+}
+/* the definition: f32 from rank 0's value, ranks in order (reverse: tp-1 first), then bf16 */
+static uint16_t order_sum(uint16_t (*in)(unsigned, unsigned, uint32_t), unsigned tp, unsigned step, uint32_t i,
+                          bool reverse) {
+  f32 acc = fmt_bf16_to_f32(in(reverse ? tp - 1 : 0, step, i));
+  for (unsigned j = 1; j < tp; j++) acc = acc + fmt_bf16_to_f32(in(reverse ? tp - 1 - j : j, step, i));
+  return fmt_bf16_from_f32(acc);
+}
+static uint16_t order_want4(unsigned tp, unsigned step, uint32_t i) { return order_sum(order_in4, tp, step, i, false); }
+static uint16_t order_want2(unsigned tp, unsigned step, uint32_t i) { return order_sum(order_in2, tp, step, i, false); }
+
+static void rank_order_at(unsigned tp, const order_case *cs, unsigned n, uint16_t (*in)(unsigned, unsigned, uint32_t),
+                          uint16_t (*want)(unsigned, unsigned, uint32_t)) {
+  static const uint32_t rows[] = {2};
+  const uint32_t width = 64;
+  /* the cases against the definition, at every scale the steps use */
+  unsigned differ = 0;
+  for (unsigned k = 0; k < 2; k++)
+    for (uint32_t i = 0; i < 2 * width; i++) {
+      const order_case *c = &cs[i % n];
+      uint16_t sum = want(tp, k, i), rev = order_sum(in, tp, k, i, true);
+      ck_assert_msg(sum == scaled(c->want, n, k, i), "case %u at scale step %u: the rank-order sum is 0x%04x, the "
+                    "hand-worked 0x%04x", i % n, k, sum, scaled(c->want, n, k, i));
+      ck_assert_msg(rev == scaled(c->rev, n, k, i), "case %u: the reversed sum is 0x%04x, the hand-worked 0x%04x",
+                    i % n, rev, scaled(c->rev, n, k, i));
+      differ += rev != sum;
+    }
+  if (tp > 2) ck_assert_uint_gt(differ, 0);
+  /* the device's: every rank's every output the rank-order sum, bit for bit */
+  hm_runtime *rt = open_rt();
+  struct t_rank proto = {.width = width, .max_rows = 2, .rows = rows, .nrows = 1, .steps = 2, .keep_outputs = true,
+                         .timeout_ns = 200000000000ull, .input = in, .expect = want};
+  struct t_rank runs[HM_MAX_TP];
+  expect_all_ok(runs, tp, t_run_threads(rt, tp, &proto, runs));
+  hm_runtime_close(rt);
+}
+
+START_TEST(rank_order_tp2) { rank_order_at(2, order2, sizeof order2 / sizeof *order2, order_in2, order_want2); }
+END_TEST
+START_TEST(rank_order_tp4) { rank_order_at(4, order4, sizeof order4 / sizeof *order4, order_in4, order_want4); }
 END_TEST
 
 /* Rank 1 stops after 3 steps (a stalled peer): rank 0's fourth step ends with an error naming rank
@@ -444,6 +544,7 @@ Suite *hm_test_suite(void) {
   } cases[] = {
       {"sizes", {tp2_sizes, tp4_sizes, tp8_sizes}},
       {"steps", {ten_thousand_steps, chain_replays}},
+      {"order", {rank_order_tp2, rank_order_tp4}},
       {"failures", {stalled_peer, abort_propagates, arguments, kernel_refuses_bad_arguments}},
       {"processes", {processes_tp2, processes_tp4, processes_tp8, killed_rank}},
   };

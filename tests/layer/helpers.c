@@ -1,5 +1,5 @@
 /* tests/layer/helpers.c: shared helpers of the layer tests: group weights, generated FFN-launch
- * inputs, error measures. */
+ * inputs, error measures, staged device copies and input sets for replays with changing inputs. */
 #include <check.h>
 #include <math.h>
 #include <stdlib.h>
@@ -128,4 +128,105 @@ void *tl_fetch(hm_runtime *rt, hm_agent *a, const void *dev, size_t n) {
   memcpy(out, stage, n);
   hm_mem_free(rt, stage);
   return out;
+}
+
+/* ---------------------------------------------------------------- replays with changing inputs */
+
+void *tl_dev_alloc(hm_agent *a, size_t n) {
+  void *p;
+  ck_assert_msg(hm_mem_alloc(a, HM_POOL_COARSE, n, 256, &p) == HM_OK, "%zu device bytes: %s", n, hm_errmsg());
+  ck_assert_int_eq(hm_mem_fill(hm_agent_runtime(a), p, 0, (n + 3) / 4), HM_OK);
+  return p;
+}
+
+void *tl_host_alloc(hm_agent *a, size_t n) {
+  void *p;
+  ck_assert_msg(hm_mem_alloc(a, HM_POOL_HOST, n ? n : 4, 0, &p) == HM_OK, "%zu host bytes: %s", n, hm_errmsg());
+  memset(p, 0, n);
+  return p;
+}
+
+void tl_stage_init(tl_stage *s, hm_runtime *rt, hm_agent *a, size_t bytes) {
+  s->rt = rt, s->bytes = bytes;
+  ck_assert_int_eq(hm_mem_alloc(a, HM_POOL_HOST, bytes, 0, &s->buf), HM_OK);
+}
+
+void tl_stage_free(tl_stage *s) {
+  if (s->buf) hm_mem_free(s->rt, s->buf);
+  s->buf = NULL;
+}
+
+/* in pieces of the stage's size */
+void tl_put(const tl_stage *s, void *dev, const void *src, size_t n) {
+  hm_signal none = {0};
+  for (size_t o = 0; o < n; o += s->bytes) {
+    size_t m = n - o < s->bytes ? n - o : s->bytes;
+    memcpy(s->buf, (const char *)src + o, m);
+    ck_assert_int_eq(hm_mem_copy(s->rt, (char *)dev + o, s->buf, m, none), HM_OK);
+  }
+}
+
+void tl_get(const tl_stage *s, void *dst, const void *dev, size_t n) {
+  hm_signal none = {0};
+  for (size_t o = 0; o < n; o += s->bytes) {
+    size_t m = n - o < s->bytes ? n - o : s->bytes;
+    ck_assert_int_eq(hm_mem_copy(s->rt, s->buf, (const char *)dev + o, m, none), HM_OK);
+    memcpy((char *)dst + o, s->buf, m);
+  }
+}
+
+void tl_put_bf16(const tl_stage *s, void *dev, const float *src, uint64_t n) {
+  hm_signal none = {0};
+  const uint64_t per = s->bytes / 2;
+  for (uint64_t o = 0; o < n; o += per) {
+    uint64_t m = n - o < per ? n - o : per;
+    uint16_t *b = s->buf;
+    for (uint64_t i = 0; i < m; i++) b[i] = fmt_bf16_from_f32(src[o + i]);
+    ck_assert_int_eq(hm_mem_copy(s->rt, (char *)dev + 2 * o, s->buf, (size_t)m * 2, none), HM_OK);
+  }
+}
+
+void tl_get_bf16(const tl_stage *s, float *dst, const void *dev, uint64_t n) {
+  hm_signal none = {0};
+  const uint64_t per = s->bytes / 2;
+  for (uint64_t o = 0; o < n; o += per) {
+    uint64_t m = n - o < per ? n - o : per;
+    ck_assert_int_eq(hm_mem_copy(s->rt, s->buf, (const char *)dev + 2 * o, (size_t)m * 2, none), HM_OK);
+    const uint16_t *b = s->buf;
+    for (uint64_t i = 0; i < m; i++) dst[o + i] = fmt_bf16_to_f32(b[i]);
+  }
+}
+
+uint32_t tl_get_u32(const tl_stage *s, const void *dev) {
+  uint32_t v;
+  tl_get(s, &v, dev, 4);
+  return v;
+}
+
+void tl_replay_order(uint32_t sets, uint32_t last, uint64_t seed, uint32_t n, uint32_t *order) {
+  ck_assert_uint_ge(sets, 2);
+  uint64_t x = seed;
+  uint32_t prev = last;
+  for (uint32_t i = 0; i < n; i++) {
+    /* splitmix64: a step of 1 .. sets-1 past the previous set, so never the same one */
+    x += 0x9e3779b97f4a7c15ull;
+    uint64_t z = x;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    prev = (prev + 1u + (uint32_t)(z % (sets - 1u))) % sets;
+    order[i] = prev;
+  }
+}
+
+void tl_step_new_seam(hm_gen_step *s, const hm_layer_config *cfg, uint64_t seed) {
+  const uint32_t S = s->in.S, D = cfg->hidden;
+  tl_ffn_inputs fi;
+  tl_ffn_inputs_make(cfg, S, 1, seed, &fi);
+  memcpy(s->x, fi.a, (size_t)S * D * 4);
+  memcpy(s->res, fi.res, (size_t)S * HM_HC * D * 4);
+  memcpy(s->post, fi.post, (size_t)S * HM_HC * 4);
+  memcpy(s->comb, fi.comb, (size_t)S * 16 * 4);
+  memcpy(s->pre, fi.pre, (size_t)S * HM_HC * 4);
+  tl_ffn_inputs_free(&fi);
 }

@@ -1,5 +1,5 @@
-/* tests/layer/helpers.h: what the layer tests share: weights for a whole TP group from the
- * generator, generated step inputs, error measures, the software agent and device read-back. */
+/* tests/layer/helpers.h: what the layer tests share: weights for a whole TP group from the generator,
+ * generated step inputs, error measures, the software agent, device copies, replays' input sets. */
 #ifndef TL_HELPERS_H
 #define TL_HELPERS_H
 
@@ -45,5 +45,39 @@ void *tl_fetch(hm_runtime *rt, hm_agent *a, const void *dev, size_t n);
 
 /* is x exactly bf16-representable */
 int tl_is_bf16(float x);
+
+/* ---------------------------------------------------------------- replays with changing inputs */
+
+/* Device memory of agent a for a test's own recorded steps: n bytes (COARSE, 256-aligned), zeroed. */
+void *tl_dev_alloc(hm_agent *a, size_t n);
+/* Host-visible memory of agent a (metadata the runners read from the host side), zeroed. */
+void *tl_host_alloc(hm_agent *a, size_t n);
+
+/* A host-visible staging buffer of agent a: copies between host arrays and a's device memory as a
+ * GPU needs them (fails the test on error). bf16 tensors go as their bit patterns; the host arrays
+ * are f32 holding bf16 values, as the reference takes them. */
+typedef struct tl_stage {
+  hm_runtime *rt;
+  void *buf;
+  size_t bytes;
+} tl_stage;
+void tl_stage_init(tl_stage *s, hm_runtime *rt, hm_agent *a, size_t bytes);
+void tl_stage_free(tl_stage *s);
+void tl_put(const tl_stage *s, void *dev, const void *src, size_t n);
+void tl_get(const tl_stage *s, void *dst, const void *dev, size_t n);
+void tl_put_bf16(const tl_stage *s, void *dev, const float *src, uint64_t n);
+void tl_get_bf16(const tl_stage *s, float *dst, const void *dev, uint64_t n);
+/* a u32 of device memory (a tag, an epoch word) */
+uint32_t tl_get_u32(const tl_stage *s, const void *dev);
+
+/* The order of n replays over `sets` input sets (sets >= 2): pseudo-random from seed, never the
+ * same set twice in a row, and the first not `last` (the set the device ran just before), so a
+ * launch that hands on the previous step's values never finds them equal to its own. */
+void tl_replay_order(uint32_t sets, uint32_t last, uint64_t seed, uint32_t n, uint32_t *order);
+
+/* Another seam state for a generated step: x (bf16, rms 1), res (bf16, rms 4) and gate-made
+ * mixes from `seed`, written over s's (its metadata and caches unchanged), so several input sets
+ * share one recorded step's addresses and caches. */
+void tl_step_new_seam(hm_gen_step *s, const hm_layer_config *cfg, uint64_t seed);
 
 #endif

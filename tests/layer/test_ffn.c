@@ -227,51 +227,141 @@ START_TEST(full_dims_tp2) {
 }
 END_TEST
 
-/* 200 replays of a recorded step give the first step's bits on every rank, every time (the epoch
- * tags each replay; nothing is cleared between them); 50 under chaos, where the agent is several
- * times slower. The thousand replays run in test_layer.c, of a whole layer (K2 runs these stages). */
-typedef struct replay_ctx {
-  const outs *first;
-  uint32_t S, D;
-} replay_ctx;
+/* Replays whose inputs change every step. SETS input sets (each rank's wo_b part, the residual, the
+ * mixes) are each run once as a step and checked against the reference there; those outputs are
+ * the set's expected bits. Then one step a rank is recorded on device buffers the test owns (the
+ * fixed addresses of a captured graph) and replayed with the sets in a pseudo-random order that
+ * never runs a set twice in a row: before a replay the set's inputs are written into the buffers,
+ * after it every rank's outputs must be that set's bits, and the launch's tag (2e + 2, the value of
+ * its mailbox flags) one epoch past the launch before. A launch that reused an epoch, or took a
+ * mailbox value or a peer's push of the step before, hands on the previous set's values and fails
+ * here; with one set replayed over and over it would not. Launches in all as before: 200 (50 under
+ * chaos, where the agent is several times slower); the thousand replays run in test_layer.c, of
+ * a whole layer (K2 runs these stages). */
+enum { SETS = 4 };
 
-static int same_as_first(void *ctx, uint32_t replay, uint32_t rank, const hm_ffn_outputs *o) {
-  const replay_ctx *c = ctx;
-  const hm_ffn_outputs *f = &c->first->o[0];
-  if (memcmp(o->x, f->x, (size_t)c->S * c->D * 4) || memcmp(o->res, f->res, (size_t)c->S * 4 * c->D * 4) ||
-      memcmp(o->post, f->post, (size_t)c->S * 16) || memcmp(o->comb, f->comb, (size_t)c->S * 64) ||
-      memcmp(o->pre, f->pre, (size_t)c->S * 16)) {
-    fprintf(stderr, "replay %u, rank %u: outputs differ from the first step's\n", replay, rank);
-    return 1;
-  }
-  return 0;
+/* One rank's recorded step on buffers of its own. */
+typedef struct rec_rank {
+  hm_queue *q;
+  hm_chain *c;
+  hm_ffn_io io;
+  tl_stage st;
+  void *dev[10];
+} rec_rank;
+
+static void rec_create(hm_runtime *rt, hm_ffn *f, hm_agent *a, uint32_t S, uint32_t D, rec_rank *k) {
+  memset(k, 0, sizeof *k);
+  const size_t bytes[10] = {(size_t)S * D * 2, (size_t)S * 4 * D * 2, S * 16u, S * 64u, S * 16u,
+                            (size_t)S * D * 2, (size_t)S * 4 * D * 2, S * 16u, S * 64u, S * 16u};
+  for (int i = 0; i < 10; i++) k->dev[i] = tl_dev_alloc(a, bytes[i]);
+  k->io = (hm_ffn_io){.rows = S, .part = k->dev[0], .res_in = k->dev[1], .post_in = k->dev[2], .comb_in = k->dev[3],
+                      .pre_in = k->dev[4], .out = k->dev[5], .res_out = k->dev[6], .post_out = k->dev[7],
+                      .comb_out = k->dev[8], .pre_out = k->dev[9]};
+  tl_stage_init(&k->st, rt, a, (size_t)S * 4 * D * 4);
+  ck_assert_int_eq(hm_queue_create(a, 64, &k->q), HM_OK);
+  ck_assert_int_eq(hm_chain_create(k->q, &k->c), HM_OK);
+  ck_assert_msg(hm_ffn_record(f, k->c, &k->io) == HM_OK, "record: %s", hm_errmsg());
+}
+
+static void rec_destroy(hm_runtime *rt, rec_rank *k) {
+  hm_chain_destroy(k->c);
+  hm_queue_destroy(k->q);
+  tl_stage_free(&k->st);
+  for (int i = 0; i < 10; i++) hm_mem_free(rt, k->dev[i]);
+}
+
+/* set c's inputs of rank r into its buffers */
+static void rec_upload(rec_rank *k, const ffn_case *c, uint32_t r) {
+  const uint64_t S = c->S, D = c->cfg.hidden;
+  tl_put_bf16(&k->st, (void *)k->io.part, c->in.parts[r], S * D);
+  tl_put_bf16(&k->st, (void *)k->io.res_in, c->in.res, S * 4 * D);
+  tl_put(&k->st, (void *)k->io.post_in, c->in.post, S * 16);
+  tl_put(&k->st, (void *)k->io.comb_in, c->in.comb, S * 64);
+  tl_put(&k->st, (void *)k->io.pre_in, c->in.pre, S * 16);
+}
+
+static bool same_outputs(const hm_ffn_outputs *a, const hm_ffn_outputs *b, uint32_t S, uint32_t D) {
+  return !memcmp(a->x, b->x, (size_t)S * D * 4) && !memcmp(a->res, b->res, (size_t)S * 4 * D * 4) &&
+         !memcmp(a->post, b->post, (size_t)S * 16) && !memcmp(a->comb, b->comb, (size_t)S * 64) &&
+         !memcmp(a->pre, b->pre, (size_t)S * 16);
 }
 
 START_TEST(replays_bit_identical) {
   hm_layer_config cfg = tl_config("tiny", 3, 0, 0);
+  const uint32_t TP = 2, S = 1, D = cfg.hidden;
   hm_runtime *rt = tl_open_sim();
   hm_layer_weights w[2];
-  tl_build_group(&cfg, 2, 5000, HM_WPART_FFN, w);
-  ffn_case c;
-  case_make(&c, w, 2, 1, 5000);
+  tl_build_group(&cfg, TP, 5000, HM_WPART_FFN, w);
   hm_ffn_group *g;
-  ck_assert_msg(hm_ffn_group_create(rt, w, 2, &small_grid, &g) == HM_OK, "%s", hm_errmsg());
-  hm_ffn_inputs in = case_inputs(&c);
-  outs first, o;
-  outs_alloc(&first, 2, c.S, cfg.hidden);
-  outs_alloc(&o, 2, c.S, cfg.hidden);
-  ck_assert_msg(hm_ffn_group_step(g, &in, 1, first.o, NULL) == HM_OK, "%s", hm_errmsg());
-  expect_ranks_identical(&first, 2, c.S, cfg.hidden);
-  replay_ctx rc = {&first, c.S, cfg.hidden};
+  ck_assert_msg(hm_ffn_group_create(rt, w, TP, &small_grid, &g) == HM_OK, "%s", hm_errmsg());
+  /* each set once as a step, against the reference; its outputs are the set's bits */
+  ffn_case c[SETS];
+  outs want[SETS], o;
+  for (uint32_t k = 0; k < SETS; k++) {
+    case_make(&c[k], w, TP, S, 5000 + k);
+    hm_ffn_inputs in = case_inputs(&c[k]);
+    outs_alloc(&want[k], TP, S, D);
+    ck_assert_msg(hm_ffn_group_step(g, &in, 1, want[k].o, NULL) == HM_OK, "%s", hm_errmsg());
+    expect_ranks_identical(&want[k], TP, S, D);
+    expect_seam_exact(&c[k], &want[k].o[0]);
+    expect_stages(rt, g, &c[k]);
+    expect_moe_close(&c[k], want[k].o[0].x);
+    for (uint32_t j = 0; j < k; j++)
+      ck_assert_msg(!same_outputs(&want[j].o[0], &want[k].o[0], S, D), "sets %u and %u give the same outputs", j, k);
+  }
+  outs_alloc(&o, TP, S, D);
+  /* the tag of a rank's last launch (its mailbox flags carry 2e + 2): the epoch buffer starts at 0
+   * and each of the SETS steps advanced it by one */
+  rec_rank rec[2];
+  uint32_t tag[2];
+  for (uint32_t r = 0; r < TP; r++) {
+    hm_ffn *f = hm_ffn_group_rank(g, r);
+    struct ffn_scratch L;
+    const uint8_t *scr = hm_ffn_scratch(f, S, &L);
+    rec_create(rt, f, hm_agent_get(rt, r), S, D, &rec[r]);
+    tag[r] = tl_get_u32(&rec[r].st, scr + L.xrdy);
+    ck_assert_msg(tag[r] == 2 * (SETS - 1) + 2, "rank %u: tag %u after %u steps from epoch 0", r, tag[r], SETS);
+  }
   const char *chaos = getenv("HSAMONO_SIM_CHAOS");
-  uint32_t replays = chaos && *chaos ? 50 : 200;
-  hm_status st = hm_ffn_group_replay(g, &in, replays, o.o, same_as_first, &rc);
-  ck_assert_msg(st == HM_OK, "%s", hm_errmsg());
-  outs_free(&first, 2);
-  outs_free(&o, 2);
+  const uint32_t replays = (chaos && *chaos ? 50 : 200) - SETS;
+  uint32_t order[200];
+  tl_replay_order(SETS, SETS - 1, 5099, replays, order);
+  for (uint32_t n = 0; n < replays; n++) {
+    const uint32_t k = order[n];
+    for (uint32_t r = 0; r < TP; r++) rec_upload(&rec[r], &c[k], r);
+    /* every rank's chain in flight at once: the launches all-reduce with each other */
+    for (uint32_t r = 0; r < TP; r++) ck_assert_int_eq(hm_chain_replay(rec[r].c), HM_OK);
+    for (uint32_t r = 0; r < TP; r++) {
+      hm_ffn *f = hm_ffn_group_rank(g, r);
+      ck_assert_msg(hm_chain_wait(rec[r].c, 600000000000ull) == HM_OK && hm_ffn_status(f) == HM_OK,
+                    "replay %u, rank %u: %s", n, r, hm_errmsg());
+      struct ffn_scratch L;
+      const uint8_t *scr = hm_ffn_scratch(f, S, &L);
+      uint32_t t = tl_get_u32(&rec[r].st, scr + L.xrdy);
+      ck_assert_msg(t == tag[r] + 2, "replay %u, rank %u: tag %u after %u: the epoch did not advance by one", n, r, t,
+                    tag[r]);
+      tag[r] = t;
+      hm_ffn_outputs *q = &o.o[r];
+      tl_get_bf16(&rec[r].st, q->x, rec[r].io.out, (uint64_t)S * D);
+      tl_get_bf16(&rec[r].st, q->res, rec[r].io.res_out, (uint64_t)S * 4 * D);
+      tl_get(&rec[r].st, q->post, rec[r].io.post_out, S * 16);
+      tl_get(&rec[r].st, q->comb, rec[r].io.comb_out, S * 64);
+      tl_get(&rec[r].st, q->pre, rec[r].io.pre_out, S * 16);
+      if (!same_outputs(q, &want[k].o[r], S, D)) {
+        int other = -1;
+        for (uint32_t j = 0; j < SETS; j++)
+          if (j != k && same_outputs(q, &want[j].o[r], S, D)) other = (int)j;
+        if (other >= 0)
+          ck_abort_msg("replay %u (set %u), rank %u: the outputs are set %d's, not this set's", n, k, r, other);
+        ck_abort_msg("replay %u (set %u), rank %u: the outputs differ from every set's", n, k, r);
+      }
+    }
+  }
+  for (uint32_t r = 0; r < TP; r++) rec_destroy(rt, &rec[r]);
+  for (uint32_t k = 0; k < SETS; k++) outs_free(&want[k], TP), case_free(&c[k]);
+  outs_free(&o, TP);
   hm_ffn_group_destroy(g);
-  case_free(&c);
-  tl_free_group(w, 2);
+  tl_free_group(w, TP);
   hm_runtime_close(rt);
 }
 END_TEST

@@ -33,12 +33,30 @@ typedef struct k1_case {
   hm_k1_outputs o[4];
 } k1_case;
 
-static void case_make(k1_case *c, const hm_layer_weights *w, uint32_t tp, const shape *sh, uint64_t seed) {
+/* One rank's output arrays for c's step. */
+static void outputs_alloc(const k1_case *c, hm_k1_outputs *o) {
+  const uint32_t S = c->S, D = c->cfg.hidden;
+  o->res = calloc((size_t)S * 4 * D, 4), o->post = calloc(S * 4, 4), o->comb = calloc(S * 16, 4);
+  o->pre = calloc(S * 4, 4), o->q = calloc((size_t)S * c->H * 512, 4);
+  o->kt = calloc((size_t)S * K1_KEYS, 4), o->klen = calloc(2 * S, 4);
+  o->x_out = calloc((size_t)S * D, 4), o->qr_out = calloc((size_t)S * c->Q, 4);
+  o->swa = calloc(1, c->step.swa_bytes);
+}
+static void outputs_free(hm_k1_outputs *o) {
+  free(o->res), free(o->post), free(o->comb), free(o->pre), free(o->q), free(o->kt), free(o->klen);
+  free(o->x_out), free(o->qr_out), free(o->swa);
+}
+
+/* The step of `seed`; with seam_seed nonzero, its seam state (x, res, the mixes) drawn from
+ * seam_seed instead, the metadata and cache kept (the replays' input sets share one step). */
+static void case_make_seam(k1_case *c, const hm_layer_weights *w, uint32_t tp, const shape *sh, uint64_t seed,
+                           uint64_t seam_seed) {
   memset(c, 0, sizeof *c);
   c->cfg = w[0].cfg, c->tp = tp, c->S = sh->S, c->H = w[0].dims.heads, c->Q = c->cfg.q_lora;
   c->index = hm_config_has(&c->cfg, HM_ROLE_INDEX_SOURCE);
   hm_status st = hm_gen_step_make_block(&c->cfg, sh->S, sh->reqs, sh->ctx, sh->block, seed, &c->step);
   ck_assert_msg(st == HM_OK, "step: %s", hm_errmsg());
+  if (seam_seed) tl_step_new_seam(&c->step, &c->cfg, seam_seed);
   if (sh->dead_row >= 0) c->step.slot[sh->dead_row] = -1;
   ck_assert_int_eq(hm_gen_step_copy(&c->step, &c->before), HM_OK);
   ck_assert_int_eq(hm_gen_step_copy(&c->step, &c->refs), HM_OK);
@@ -46,23 +64,15 @@ static void case_make(k1_case *c, const hm_layer_weights *w, uint32_t tp, const 
   hm_ref_k1_in in = {sh->S, c->refs.x, c->refs.res, c->refs.post, c->refs.comb, c->refs.pre, &c->refs.in};
   st = hm_ref_k1(w, tp, &in, c->index, &c->ref);
   ck_assert_msg(st == HM_OK, "reference: %s", hm_errmsg());
-  const uint32_t S = sh->S, D = c->cfg.hidden;
-  for (uint32_t r = 0; r < tp; r++) {
-    hm_k1_outputs *o = &c->o[r];
-    o->res = calloc((size_t)S * 4 * D, 4), o->post = calloc(S * 4, 4), o->comb = calloc(S * 16, 4);
-    o->pre = calloc(S * 4, 4), o->q = calloc((size_t)S * c->H * 512, 4);
-    o->kt = calloc((size_t)S * K1_KEYS, 4), o->klen = calloc(2 * S, 4);
-    o->x_out = calloc((size_t)S * D, 4), o->qr_out = calloc((size_t)S * c->Q, 4);
-    o->swa = calloc(1, c->step.swa_bytes);
-  }
+  for (uint32_t r = 0; r < tp; r++) outputs_alloc(c, &c->o[r]);
+}
+
+static void case_make(k1_case *c, const hm_layer_weights *w, uint32_t tp, const shape *sh, uint64_t seed) {
+  case_make_seam(c, w, tp, sh, seed, 0);
 }
 
 static void case_free(k1_case *c) {
-  for (uint32_t r = 0; r < c->tp; r++) {
-    hm_k1_outputs *o = &c->o[r];
-    free(o->res), free(o->post), free(o->comb), free(o->pre), free(o->q), free(o->kt), free(o->klen);
-    free(o->x_out), free(o->qr_out), free(o->swa);
-  }
+  for (uint32_t r = 0; r < c->tp; r++) outputs_free(&c->o[r]);
   hm_tset_free(&c->ref);
   hm_gen_step_free(&c->step), hm_gen_step_free(&c->before), hm_gen_step_free(&c->refs);
 }
@@ -295,48 +305,175 @@ END_TEST
 
 /* ---------------------------------------------------------------- replays */
 
-typedef struct replay_ctx {
-  const hm_k1_outputs *first;
-  const k1_case *c;
-} replay_ctx;
+/* Replays whose inputs change every step. SETS seam states (x, the residual, the mixes) over one
+ * step's metadata and cache are each run once as a step and checked stage by stage against the
+ * reference (run_case's checks); those outputs (the seam, q, the key table, the whole SWA cache
+ * with the step's records) are the set's expected bits. Then one step a rank is recorded on
+ * device buffers the test owns (a captured graph's fixed addresses) and replayed with the sets in
+ * a pseudo-random order that never runs a set twice in a row: before a replay the set's seam
+ * state is written into the buffers, after it every output must be that set's bits (the records
+ * at the step's slots are rewritten each replay, so the cache is the set's too), and the launch's
+ * tag (2e + 1, the value of its mailbox flags; K1 alone ends its own epochs) one epoch past the
+ * launch before. A launch that reused an epoch or read a mailbox of the step before hands on the
+ * previous set's values and fails here; with one set replayed over and over it would not.
+ * Launches in all as before: 200 (50 under chaos); the thousand replays run in test_layer.c, of
+ * K1 and K2 recorded back to back on one epoch buffer. */
+enum { SETS = 4, IO_ALL = 14 };
 
-static int same_as_first(void *ctx, uint32_t replay, uint32_t rank, const hm_k1_outputs *o) {
-  const replay_ctx *rc = ctx;
-  const hm_k1_outputs *f = &rc->first[rank];
-  const size_t S = rc->c->S, D = rc->c->cfg.hidden;
-  if (memcmp(o->res, f->res, S * 4 * D * 4) || memcmp(o->post, f->post, S * 16) || memcmp(o->comb, f->comb, S * 64) ||
-      memcmp(o->pre, f->pre, S * 16) || memcmp(o->q, f->q, S * rc->c->H * 512 * 4) ||
-      memcmp(o->kt, f->kt, S * K1_KEYS * 4) || memcmp(o->klen, f->klen, S * 8) ||
-      memcmp(o->swa, f->swa, rc->c->step.swa_bytes)) {
-    fprintf(stderr, "replay %u, rank %u: outputs differ from the first step's\n", replay, rank);
-    return 1;
+/* One rank's recorded step on buffers of its own: the device tensors, the SWA cache, the metadata
+ * in host-visible memory (K1 reads it from there and checks it when recorded). */
+typedef struct rec_rank {
+  hm_queue *q;
+  hm_chain *c;
+  hm_k1_io io;
+  tl_stage st;
+  void *dev[IO_ALL], *cache, *meta[7];
+} rec_rank;
+
+static void rec_create(hm_runtime *rt, hm_k1 *k1, hm_agent *a, const k1_case *c, rec_rank *k) {
+  memset(k, 0, sizeof *k);
+  const hm_step_inputs *in = &c->step.in;
+  const size_t S = c->S, D = c->cfg.hidden, Q = c->Q, H = c->H;
+  /* x, res, post, comb, pre in; res, post, comb, pre, q, kt, klen, x_out, qr_out out */
+  const size_t bytes[IO_ALL] = {S * D * 2, S * 4 * D * 2, S * 16, S * 64, S * 16, S * 4 * D * 2, S * 16, S * 64,
+                                S * 16,    S * H * 512 * 2, S * K1_KEYS * 4, S * 8, S * D * 2, S * Q * 2};
+  for (int i = 0; i < IO_ALL; i++) k->dev[i] = tl_dev_alloc(a, bytes[i]);
+  tl_stage_init(&k->st, rt, a, 1u << 20);
+  k->cache = tl_dev_alloc(a, c->step.swa_bytes);
+  tl_put(&k->st, k->cache, c->step.swa_buf, c->step.swa_bytes);
+  /* the metadata as the group lays it out (layer/run/group.c), requests = max(token_to_req) + 1 */
+  uint32_t reqs = 0;
+  for (uint32_t t = 0; t < S; t++)
+    if ((uint32_t)in->token_to_req[t] + 1 > reqs) reqs = (uint32_t)in->token_to_req[t] + 1;
+  const void *src[7] = {in->positions, in->slot_mapping, in->swa_indices, in->swa_lens, in->token_to_req, in->topk,
+                        in->block_table};
+  const size_t mb[7] = {S * 8, S * 8, S * HM_WINDOW * 4, S * 4, S * 4, S * HM_TOPK_ATTN * 4,
+                        (size_t)reqs * in->bt_stride * 4};
+  for (int i = 0; i < 7; i++) {
+    k->meta[i] = tl_host_alloc(a, mb[i]);
+    if (src[i]) memcpy(k->meta[i], src[i], mb[i]);
   }
-  return 0;
+  k->io = (hm_k1_io){.rows = c->S, .x = k->dev[0], .res_in = k->dev[1], .post_in = k->dev[2], .comb_in = k->dev[3],
+                     .pre_in = k->dev[4], .res_out = k->dev[5], .post_out = k->dev[6], .comb_out = k->dev[7],
+                     .pre_out = k->dev[8], .q = k->dev[9], .kt = k->dev[10], .klen = k->dev[11],
+                     .x_out = k->dev[12], .qr_out = k->dev[13]};
+  k->io.swa = (hm_k1_cache){k->cache, in->swa.block_stride, in->swa.block_size, in->swa.blocks};
+  k->io.meta = (hm_k1_meta){k->meta[0], k->meta[1], k->meta[2], k->meta[3], k->meta[4],
+                            in->topk ? k->meta[5] : NULL, in->block_table ? k->meta[6] : NULL, reqs, in->bt_stride,
+                            in->comp.block_size, in->comp.blocks};
+  ck_assert_int_eq(hm_queue_create(a, 64, &k->q), HM_OK);
+  ck_assert_int_eq(hm_chain_create(k->q, &k->c), HM_OK);
+  ck_assert_msg(hm_k1_record(k1, k->c, &k->io) == HM_OK, "record: %s", hm_errmsg());
 }
 
-/* A recorded step replayed 200 times (50 under chaos): every replay's outputs bit-identical to the
- * first step's, on every rank. (The thousand replays run in test_layer.c, of K1 and K2 recorded
- * back to back on one epoch buffer; K1 alone here ends its own epochs.) */
+static void rec_destroy(hm_runtime *rt, rec_rank *k) {
+  hm_chain_destroy(k->c);
+  hm_queue_destroy(k->q);
+  tl_stage_free(&k->st);
+  for (int i = 0; i < IO_ALL; i++) hm_mem_free(rt, k->dev[i]);
+  for (int i = 0; i < 7; i++) hm_mem_free(rt, k->meta[i]);
+  hm_mem_free(rt, k->cache);
+}
+
+/* set c's seam state into the buffers */
+static void rec_upload(rec_rank *k, const k1_case *c) {
+  const uint64_t S = c->S, D = c->cfg.hidden;
+  tl_put_bf16(&k->st, k->dev[0], c->step.x, S * D);
+  tl_put_bf16(&k->st, k->dev[1], c->step.res, S * 4 * D);
+  tl_put(&k->st, k->dev[2], c->step.post, S * 16);
+  tl_put(&k->st, k->dev[3], c->step.comb, S * 64);
+  tl_put(&k->st, k->dev[4], c->step.pre, S * 16);
+}
+
+static void rec_download(rec_rank *k, const k1_case *c, hm_k1_outputs *o) {
+  const uint64_t S = c->S, D = c->cfg.hidden;
+  tl_get_bf16(&k->st, o->res, k->io.res_out, S * 4 * D);
+  tl_get(&k->st, o->post, k->io.post_out, S * 16);
+  tl_get(&k->st, o->comb, k->io.comb_out, S * 64);
+  tl_get(&k->st, o->pre, k->io.pre_out, S * 16);
+  tl_get_bf16(&k->st, o->q, k->io.q, S * c->H * 512);
+  tl_get(&k->st, o->kt, k->io.kt, S * K1_KEYS * 4);
+  tl_get(&k->st, o->klen, k->io.klen, S * 8);
+  tl_get(&k->st, o->swa, k->cache, c->step.swa_bytes);
+}
+
+static bool same_outputs(const hm_k1_outputs *a, const hm_k1_outputs *b, const k1_case *c) {
+  const size_t S = c->S, D = c->cfg.hidden;
+  return !memcmp(a->res, b->res, S * 4 * D * 4) && !memcmp(a->post, b->post, S * 16) &&
+         !memcmp(a->comb, b->comb, S * 64) && !memcmp(a->pre, b->pre, S * 16) &&
+         !memcmp(a->q, b->q, S * c->H * 512 * 4) && !memcmp(a->kt, b->kt, S * K1_KEYS * 4) &&
+         !memcmp(a->klen, b->klen, S * 8) && !memcmp(a->swa, b->swa, c->step.swa_bytes);
+}
+
 START_TEST(replays_bit_identical) {
   hm_layer_config cfg = tl_config("tiny", 3, 0, 0);
+  const uint32_t TP = 2;
   hm_runtime *rt = tl_open_sim();
   hm_layer_weights w[2];
-  tl_build_group(&cfg, 2, 600, HM_WPART_ATTN, w);
-  k1_case c, again;
-  const shape sh = {2, 1, 70, 64, -1};
-  case_make(&c, w, 2, &sh, 600);
-  case_make(&again, w, 2, &sh, 600);
+  tl_build_group(&cfg, TP, 600, HM_WPART_ATTN, w);
   hm_k1_group *g;
-  ck_assert_msg(hm_k1_group_create(rt, w, 2, &small_grid, &g) == HM_OK, "%s", hm_errmsg());
-  ck_assert_msg(hm_k1_group_step(g, &c.step.in, 1, c.o, NULL) == HM_OK, "%s", hm_errmsg());
-  replay_ctx rc = {c.o, &c};
+  ck_assert_msg(hm_k1_group_create(rt, w, TP, &small_grid, &g) == HM_OK, "%s", hm_errmsg());
+  /* each set once as a step (from the step's cache as generated), checked as run_case does */
+  const shape sh = {2, 1, 70, 64, -1};
+  k1_case c[SETS];
+  hm_k1_outputs got;
+  for (uint32_t k = 0; k < SETS; k++) {
+    case_make_seam(&c[k], w, TP, &sh, 600, k ? 600 + 100 * k : 0);
+    ck_assert_msg(hm_k1_group_step(g, &c[k].step.in, 1, c[k].o, NULL) == HM_OK, "%s", hm_errmsg());
+    expect_ranks_identical(&c[k]);
+    expect_seam_exact(&c[k], &c[k].o[0]);
+    expect_keys_exact(&c[k], &c[k].o[0]);
+    expect_stages(rt, g, &c[k], w);
+    expect_records_close(&c[k]);
+    for (uint32_t j = 0; j < k; j++) ck_assert_msg(!same_outputs(&c[j].o[0], &c[k].o[0], &c[k]), "sets %u, %u alike", j, k);
+  }
+  outputs_alloc(&c[0], &got);
+  rec_rank rec[2];
+  uint32_t tag[2];
+  for (uint32_t r = 0; r < TP; r++) {
+    hm_k1 *k1 = hm_k1_group_rank(g, r);
+    struct k1_scratch L;
+    const uint8_t *scr = hm_k1_scratch(k1, sh.S, &L);
+    rec_create(rt, k1, hm_k1_group_agent(g, r), &c[0], &rec[r]);
+    /* the epoch buffer starts at 0 and each of the SETS steps advanced it by one */
+    tag[r] = tl_get_u32(&rec[r].st, scr + L.xrdy);
+    ck_assert_msg(tag[r] == 2 * (SETS - 1) + 1, "rank %u: tag %u after %u steps from epoch 0", r, tag[r], SETS);
+  }
   const char *chaos = getenv("HSAMONO_SIM_CHAOS");
-  uint32_t replays = chaos && *chaos ? 50 : 200;
-  hm_status st = hm_k1_group_replay(g, &c.step.in, replays, again.o, same_as_first, &rc);
-  ck_assert_msg(st == HM_OK, "%s", hm_errmsg());
+  const uint32_t replays = (chaos && *chaos ? 50 : 200) - SETS;
+  uint32_t order[200];
+  tl_replay_order(SETS, SETS - 1, 699, replays, order);
+  for (uint32_t n = 0; n < replays; n++) {
+    const uint32_t k = order[n];
+    for (uint32_t r = 0; r < TP; r++) rec_upload(&rec[r], &c[k]);
+    /* no peers: the chains in flight at once only so the ranks overlap */
+    for (uint32_t r = 0; r < TP; r++) ck_assert_int_eq(hm_chain_replay(rec[r].c), HM_OK);
+    for (uint32_t r = 0; r < TP; r++) {
+      hm_k1 *k1 = hm_k1_group_rank(g, r);
+      ck_assert_msg(hm_chain_wait(rec[r].c, 600000000000ull) == HM_OK && hm_queue_status(rec[r].q) == HM_OK,
+                    "replay %u, rank %u: %s", n, r, hm_errmsg());
+      struct k1_scratch L;
+      const uint8_t *scr = hm_k1_scratch(k1, sh.S, &L);
+      uint32_t t = tl_get_u32(&rec[r].st, scr + L.xrdy);
+      ck_assert_msg(t == tag[r] + 2, "replay %u, rank %u: tag %u after %u: the epoch did not advance by one", n, r, t,
+                    tag[r]);
+      tag[r] = t;
+      rec_download(&rec[r], &c[k], &got);
+      if (!same_outputs(&got, &c[k].o[r], &c[k])) {
+        int other = -1;
+        for (uint32_t j = 0; j < SETS; j++)
+          if (j != k && same_outputs(&got, &c[j].o[r], &c[j])) other = (int)j;
+        if (other >= 0)
+          ck_abort_msg("replay %u (set %u), rank %u: the outputs are set %d's, not this set's", n, k, r, other);
+        ck_abort_msg("replay %u (set %u), rank %u: the outputs differ from every set's", n, k, r);
+      }
+    }
+  }
+  for (uint32_t r = 0; r < TP; r++) rec_destroy(rt, &rec[r]);
   hm_k1_group_destroy(g);
-  case_free(&c), case_free(&again);
-  tl_free_group(w, 2);
+  for (uint32_t k = 0; k < SETS; k++) case_free(&c[k]);
+  outputs_free(&got);
+  tl_free_group(w, TP);
   hm_runtime_close(rt);
 }
 END_TEST

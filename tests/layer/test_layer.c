@@ -64,14 +64,17 @@ static void case_free(layer_case *c) {
 
 /* The step and the reference's run of it (its own copy of the caches and select state). Layer 0
  * enters with the embedding (x) and no residual. */
-static void case_make(layer_case *c, hm_layer_group *g, const hm_layer_weights *w, uint32_t tp, const shape *sh,
-                      uint64_t seed, const hm_source *table) {
+/* With seam_seed nonzero the step's seam state (x, the residual, the mixes) is drawn from it
+ * instead, the metadata and caches kept (the replays' input sets share one recorded step). */
+static void case_make_seam(layer_case *c, hm_layer_group *g, const hm_layer_weights *w, uint32_t tp, const shape *sh,
+                           uint64_t seed, uint64_t seam_seed, const hm_source *table) {
   memset(c, 0, sizeof *c);
   c->cfg = w[0].cfg, c->tp = tp, c->S = sh->S, c->H = w[0].dims.heads;
   c->ck = hm_attn_chunk_keys(tp, sh->S, false);
   c->index = hm_config_has(&c->cfg, HM_ROLE_INDEX_SOURCE);
   hm_status st = hm_gen_step_make_block(&c->cfg, sh->S, sh->reqs, sh->ctx, sh->block, seed, &c->step);
   ck_assert_msg(st == HM_OK, "step: %s", hm_errmsg());
+  if (seam_seed) tl_step_new_seam(&c->step, &c->cfg, seam_seed);
   if (sh->dead_row >= 0) c->step.slot[sh->dead_row] = -1;
   if (hm_config_has(&c->cfg, HM_ROLE_FIRST)) c->step.in.res = NULL;
   c->step.in.engram_table = table;
@@ -88,6 +91,11 @@ static void case_make(layer_case *c, hm_layer_group *g, const hm_layer_weights *
   st = hm_ref_layer_step(w, tp, &c->refs.in, NULL, c->rsel, &c->ref);
   ck_assert_msg(st == HM_OK, "reference: %s", hm_errmsg());
   outputs_alloc(c);
+}
+
+static void case_make(layer_case *c, hm_layer_group *g, const hm_layer_weights *w, uint32_t tp, const shape *sh,
+                      uint64_t seed, const hm_source *table) {
+  case_make_seam(c, g, w, tp, sh, seed, 0, table);
 }
 
 /* ---------------------------------------------------------------- comparisons */
@@ -423,46 +431,142 @@ START_TEST(full_dims_kinds) {
 }
 END_TEST
 
-/* 1,000 replays of a recorded whole step (K1 and K2 on one queue, packets only) give the first
- * step's bits on every rank every time; 30 under chaos, where the agent is several times slower. */
+/* Replays whose inputs change every step. SETS seam states (x, the residual, the mixes) over one
+ * step's metadata and caches are each run once as a whole step and checked stage by stage against
+ * the reference (run_case's checks); those outputs are the set's expected bits. The step is then
+ * recorded (K1 and K2 on one queue, packets only) and replayed with the sets in a pseudo-random
+ * order that never runs a set twice in a row: after each replay every rank's outputs must be the
+ * set's bits, each layer's device epoch (word 0 of its epoch buffer, which K1 reads and K2
+ * advances) exactly one past the replay before, and then the next set's seam state is written
+ * into the rank's entry buffers (the fixed addresses the recorded K1 reads: hm_layer_k1_io). A
+ * launch that reused an epoch, or read a mailbox or a peer's push of the step before, hands on
+ * the previous set's values and fails here; with one set replayed over and over it would not. */
+enum { SETS = 4 };
+
 typedef struct replay_ctx {
-  const hm_layer_outputs *first;
-  uint32_t S, D;
+  hm_layer_group *g;
+  uint32_t tp, S, D, layers;
+  const hm_layer_outputs *want[SETS]; /* [set]: the last layer's outputs of each rank */
+  const hm_step_inputs *in[SETS];     /* [set]: the chain's entry (x, res, post, comb, pre) */
+  const uint32_t *order;
+  uint32_t replays;
+  bool keep_inputs; /* one set: nothing to write between replays */
+  tl_stage st[4];
+  uint32_t epoch[4][4]; /* [rank][layer]: the epoch word after the last launch */
 } replay_ctx;
 
-static int same_as_first(void *ctx, uint32_t replay, uint32_t rank, const hm_layer_outputs *o) {
-  const replay_ctx *c = ctx;
-  const hm_layer_outputs *f = &c->first[rank];
-  if (memcmp(o->x, f->x, (size_t)c->S * c->D * 4) || memcmp(o->res, f->res, (size_t)c->S * 4 * c->D * 4) ||
-      memcmp(o->post, f->post, (size_t)c->S * 16) || memcmp(o->comb, f->comb, (size_t)c->S * 64) ||
-      memcmp(o->pre, f->pre, (size_t)c->S * 16)) {
-    fprintf(stderr, "replay %u, rank %u: outputs differ from the first step's\n", replay, rank);
+static bool same_outputs(const hm_layer_outputs *a, const hm_layer_outputs *b, uint32_t S, uint32_t D) {
+  return !memcmp(a->x, b->x, (size_t)S * D * 4) && !memcmp(a->res, b->res, (size_t)S * 4 * D * 4) &&
+         !memcmp(a->post, b->post, (size_t)S * 16) && !memcmp(a->comb, b->comb, (size_t)S * 64) &&
+         !memcmp(a->pre, b->pre, (size_t)S * 16);
+}
+
+static uint32_t epoch_of(replay_ctx *c, uint32_t layer, uint32_t r) {
+  return tl_get_u32(&c->st[r], hm_k2_epoch(hm_layer_k2(hm_layer_group_layer(c->g, layer, r))));
+}
+
+/* set k's seam state into rank r's entry buffers, where the recorded K1 of the chain's first layer
+ * reads it */
+static void upload_entry(replay_ctx *c, uint32_t r, uint32_t k) {
+  const hm_k1_io *io = hm_layer_k1_io(hm_layer_group_layer(c->g, 0, r));
+  const hm_step_inputs *in = c->in[k];
+  const uint64_t S = c->S, D = c->D;
+  tl_put_bf16(&c->st[r], (void *)io->x, in->x, S * D);
+  tl_put_bf16(&c->st[r], (void *)io->res_in, in->res, S * 4 * D);
+  tl_put(&c->st[r], (void *)io->post_in, in->post, S * 16);
+  tl_put(&c->st[r], (void *)io->comb_in, in->comb, S * 64);
+  tl_put(&c->st[r], (void *)io->pre_in, in->pre, S * 16);
+}
+
+static int replay_check(void *ctx, uint32_t n, uint32_t r, const hm_layer_outputs *o) {
+  replay_ctx *c = ctx;
+  const uint32_t k = c->order[n];
+  for (uint32_t i = 0; i < c->layers; i++) {
+    uint32_t e = epoch_of(c, i, r);
+    if (e != c->epoch[r][i] + 1) {
+      fprintf(stderr, "replay %u, rank %u, layer %u: epoch %u after %u: not one step on\n", n, r, i, e, c->epoch[r][i]);
+      return 1;
+    }
+    c->epoch[r][i] = e;
+  }
+  if (!same_outputs(o, &c->want[k][r], c->S, c->D)) {
+    int other = -1;
+    for (uint32_t j = 0; j < SETS; j++)
+      if (j != k && c->want[j] && same_outputs(o, &c->want[j][r], c->S, c->D)) other = (int)j;
+    if (other >= 0)
+      fprintf(stderr, "replay %u (set %u), rank %u: the outputs are set %d's, not this set's\n", n, k, r, other);
+    else
+      fprintf(stderr, "replay %u (set %u), rank %u: the outputs differ from every set's\n", n, k, r);
     return 1;
   }
+  /* this rank's chain is done: its next replay's inputs (the other ranks read none of them) */
+  if (n + 1 < c->replays && !c->keep_inputs) upload_entry(c, r, c->order[n + 1]);
   return 0;
 }
 
+static void replay_ctx_init(replay_ctx *c, hm_runtime *rt, hm_layer_group *g, uint32_t tp, uint32_t S, uint32_t D,
+                            uint32_t layers, uint32_t sets) {
+  memset(c, 0, sizeof *c);
+  c->g = g, c->tp = tp, c->S = S, c->D = D, c->layers = layers;
+  for (uint32_t r = 0; r < tp; r++) {
+    tl_stage_init(&c->st[r], rt, hm_layer_group_agent(g, r), (size_t)S * 4 * D * 4);
+    /* every layer's epoch buffer starts at 0, and each of the sets' steps advanced it by one */
+    for (uint32_t i = 0; i < layers; i++) {
+      c->epoch[r][i] = epoch_of(c, i, r);
+      ck_assert_msg(c->epoch[r][i] == sets, "rank %u layer %u: epoch %u after %u steps", r, i, c->epoch[r][i], sets);
+    }
+  }
+}
+
+static void replay_ctx_free(replay_ctx *c) {
+  for (uint32_t r = 0; r < c->tp; r++) tl_stage_free(&c->st[r]);
+}
+
+static void last_outputs_alloc(hm_layer_outputs *o, uint32_t tp, uint32_t S, uint32_t D) {
+  memset(o, 0, tp * sizeof *o);
+  for (uint32_t r = 0; r < tp; r++) {
+    o[r].x = calloc((size_t)S * D, 4), o[r].res = calloc((size_t)S * 4 * D, 4);
+    o[r].post = calloc(S * 4, 4), o[r].comb = calloc(S * 16, 4), o[r].pre = calloc(S * 4, 4);
+  }
+}
+static void last_outputs_free(hm_layer_outputs *o, uint32_t tp) {
+  for (uint32_t r = 0; r < tp; r++) free(o[r].x), free(o[r].res), free(o[r].post), free(o[r].comb), free(o[r].pre);
+}
+
+/* 1,000 launches of a whole layer (30 under chaos, where the agent is several times slower): the
+ * SETS checked steps, then the replays. */
 static void replays_of(int32_t layer, uint32_t S) {
   layer_setup L;
   setup(&L, "tiny", layer, 0, 2, 700 + (uint64_t)layer, NULL);
   const shape sh = {S, 1, 70, 64, -1};
-  layer_case c;
-  case_make(&c, L.g, L.w, 2, &sh, 701, &L.table);
-  ck_assert_msg(hm_layer_group_step(L.g, &c.step.in, 1, c.o, NULL) == HM_OK, "%s", hm_errmsg());
-  expect_ranks_identical(&c);
-  hm_layer_outputs o[2];
-  memset(o, 0, sizeof o);
-  for (uint32_t r = 0; r < 2; r++) {
-    o[r].x = calloc((size_t)S * L.cfg.hidden, 4), o[r].res = calloc((size_t)S * 4 * L.cfg.hidden, 4);
-    o[r].post = calloc(S * 4, 4), o[r].comb = calloc(S * 16, 4), o[r].pre = calloc(S * 4, 4);
+  layer_case c[SETS];
+  replay_ctx rc;
+  for (uint32_t k = 0; k < SETS; k++) {
+    case_make_seam(&c[k], L.g, L.w, 2, &sh, 701, k ? 701 + 100 * k : 0, &L.table);
+    ck_assert_msg(hm_layer_group_step(L.g, &c[k].step.in, 1, c[k].o, NULL) == HM_OK, "%s", hm_errmsg());
+    expect_ranks_identical(&c[k]);
+    expect_k1(&c[k]);
+    expect_back(L.rt, L.g, &c[k], L.w);
+    expect_ffn_half(L.rt, L.g, &c[k], L.w);
+    for (uint32_t j = 0; j < k; j++)
+      ck_assert_msg(!same_outputs(&c[j].o[0], &c[k].o[0], S, L.cfg.hidden), "sets %u and %u alike", j, k);
   }
-  replay_ctx rc = {c.o, S, L.cfg.hidden};
+  replay_ctx_init(&rc, L.rt, L.g, 2, S, L.cfg.hidden, 1, SETS);
   const char *chaos = getenv("HSAMONO_SIM_CHAOS");
-  uint32_t replays = chaos && *chaos ? 30 : 1000;
-  hm_status st = hm_layer_group_replay(L.g, &c.step.in, replays, o, same_as_first, &rc);
+  rc.replays = (chaos && *chaos ? 30 : 1000) - SETS;
+  uint32_t *order = malloc(rc.replays * sizeof *order);
+  tl_replay_order(SETS, SETS - 1, 799, rc.replays, order);
+  rc.order = order;
+  for (uint32_t k = 0; k < SETS; k++) rc.want[k] = c[k].o, rc.in[k] = &c[k].step.in;
+  hm_layer_outputs o[2];
+  last_outputs_alloc(o, 2, S, L.cfg.hidden);
+  /* the recorded step's first inputs are its first set's; the caches and metadata are every set's */
+  hm_status st = hm_layer_group_replay(L.g, rc.in[order[0]], rc.replays, o, replay_check, &rc);
   ck_assert_msg(st == HM_OK, "%s", hm_errmsg());
-  for (uint32_t r = 0; r < 2; r++) free(o[r].x), free(o[r].res), free(o[r].post), free(o[r].comb), free(o[r].pre);
-  case_free(&c);
+  last_outputs_free(o, 2);
+  replay_ctx_free(&rc);
+  free(order);
+  for (uint32_t k = 0; k < SETS; k++) case_free(&c[k]);
   teardown(&L);
 }
 
@@ -477,15 +581,17 @@ START_TEST(replays_first_layer) {
   layer_case c;
   case_make(&c, L.g, L.w, 2, &sh, 751, &L.table);
   ck_assert_msg(hm_layer_group_step(L.g, &c.step.in, 1, c.o, NULL) == HM_OK, "%s", hm_errmsg());
+  /* one set (layer 0's entry, the embedding, is the group's own buffer, not K1's: hm_layer.h), its
+   * outputs and the epoch checked after every replay */
+  replay_ctx rc;
+  replay_ctx_init(&rc, L.rt, L.g, 2, 3, L.cfg.hidden, 1, 1);
+  const uint32_t order[5] = {0, 0, 0, 0, 0};
+  rc.want[0] = c.o, rc.in[0] = &c.step.in, rc.order = order, rc.replays = 5, rc.keep_inputs = true;
   hm_layer_outputs o[2];
-  memset(o, 0, sizeof o);
-  for (uint32_t r = 0; r < 2; r++) {
-    o[r].x = calloc((size_t)3 * L.cfg.hidden, 4), o[r].res = calloc((size_t)3 * 4 * L.cfg.hidden, 4);
-    o[r].post = calloc(12, 4), o[r].comb = calloc(48, 4), o[r].pre = calloc(12, 4);
-  }
-  replay_ctx rc = {c.o, 3, L.cfg.hidden};
-  ck_assert_msg(hm_layer_group_replay(L.g, &c.step.in, 5, o, same_as_first, &rc) == HM_OK, "%s", hm_errmsg());
-  for (uint32_t r = 0; r < 2; r++) free(o[r].x), free(o[r].res), free(o[r].post), free(o[r].comb), free(o[r].pre);
+  last_outputs_alloc(o, 2, 3, L.cfg.hidden);
+  ck_assert_msg(hm_layer_group_replay(L.g, &c.step.in, 5, o, replay_check, &rc) == HM_OK, "%s", hm_errmsg());
+  last_outputs_free(o, 2);
+  replay_ctx_free(&rc);
   /* an index source cannot be recorded: its select runs on the host */
   case_free(&c);
   teardown(&L);
@@ -564,77 +670,99 @@ START_TEST(ffn_only_interleaved) {
 END_TEST
 
 /* A chain of three layers (REUSE ratio 2, layers 3-5) on one queue a rank, each layer's outputs
- * the next one's inputs in device memory: each layer checked on the chain's own input to it
- * (the reference's step of that layer from the previous layer's GPU outputs: K1 exactly, the
- * attention-side residual close), then the whole chain recorded once as packets and replayed,
- * bit-identical every time (20 replays, 5 under chaos: a replay of three layers costs the agent
- * about a second; the thousand replays run on one layer above). */
+ * the next one's inputs in device memory. CSETS entry seam states (the chain's x, residual and
+ * mixes; the layers' metadata and caches shared) are each run once as a chained step, each layer
+ * checked on the chain's own input to it (the reference's step of that layer from the previous
+ * layer's GPU outputs: K1 exactly, the attention-side residual close); the last layer's outputs
+ * are the set's expected bits. Then the whole chain is recorded once as packets and replayed with
+ * the sets changing every replay as replays_of does (never the same set twice in a row), the last
+ * layer's outputs the set's bits and every layer's epoch one step on each time: 20 launches of the
+ * chain in all, 5 under chaos (a launch of three layers costs the agent about a second; the
+ * thousand replays run on one layer above). */
 static void chain_layer_inputs(const hm_layer_config *cfg, uint32_t i, uint64_t seed, hm_gen_step *st) {
   ck_assert_int_eq(hm_gen_step_make_block(cfg, 2, 1, 60, 64, seed + 10 * i, st), HM_OK);
 }
 
 START_TEST(chain_replays) {
-  enum { N = 3, TP = 2 };
+  enum { N = 3, TP = 2, CSETS = 3 };
   hm_runtime *rt = tl_open_sim();
   hm_layer_config cfg[N];
   hm_layer_weights w[N][TP];
   const hm_layer_weights *wp[N];
-  hm_gen_step st[N];
-  hm_step_inputs in[N];
+  hm_gen_step st[N], entry[CSETS];
+  hm_step_inputs in[CSETS][N];
   for (uint32_t i = 0; i < N; i++) {
     cfg[i] = tl_config("tiny", 3 + (int32_t)i, 0, 0);
     tl_build_group(&cfg[i], TP, 900 + i, HM_WPART_ATTN | HM_WPART_FFN, w[i]);
     wp[i] = w[i];
     chain_layer_inputs(&cfg[i], i, 910, &st[i]);
-    in[i] = st[i].in;
+  }
+  /* set k: the chain's entry from seed 920 + k (set 0 as generated), the layers' steps otherwise */
+  for (uint32_t k = 0; k < CSETS; k++) {
+    ck_assert_int_eq(hm_gen_step_copy(&st[0], &entry[k]), HM_OK);
+    if (k) tl_step_new_seam(&entry[k], &cfg[0], 920 + k);
+    in[k][0] = entry[k].in;
+    for (uint32_t i = 1; i < N; i++) in[k][i] = st[i].in;
   }
   hm_layer_group *g;
   ck_assert_msg(hm_layer_group_create_chain(rt, wp, N, TP, &small_grid, NULL, &g) == HM_OK, "%s", hm_errmsg());
   ck_assert_uint_eq(hm_layer_group_layers(g), N);
   const uint32_t S = 2, D = cfg[0].hidden;
-  hm_layer_outputs o[N * TP];
+  hm_layer_outputs o[CSETS][N * TP];
   memset(o, 0, sizeof o);
-  for (uint32_t j = 0; j < N * TP; j++) {
-    o[j].x = calloc((size_t)S * D, 4), o[j].res = calloc((size_t)S * 4 * D, 4);
-    o[j].post = calloc(S * 4, 4), o[j].comb = calloc(S * 16, 4), o[j].pre = calloc(S * 4, 4);
-    o[j].res_mid = calloc((size_t)S * 4 * D, 4), o[j].kt = calloc((size_t)S * K1_KEYS, 4);
-  }
-  ck_assert_msg(hm_layer_group_step(g, in, 1, o, NULL) == HM_OK, "%s", hm_errmsg());
-  for (uint32_t i = 0; i < N; i++) {
-    /* the reference's layer i on the chain's own input to it (its caches as before the step) */
-    hm_gen_step ref;
-    chain_layer_inputs(&cfg[i], i, 910, &ref);
-    if (i > 0) {
-      const hm_layer_outputs *p = &o[(i - 1) * TP];
-      memcpy(ref.x, p->x, (size_t)S * D * 4), memcpy(ref.res, p->res, (size_t)S * 4 * D * 4);
-      memcpy(ref.post, p->post, S * 16), memcpy(ref.comb, p->comb, S * 64), memcpy(ref.pre, p->pre, S * 16);
+  for (uint32_t k = 0; k < CSETS; k++) {
+    for (uint32_t j = 0; j < N * TP; j++) {
+      o[k][j].x = calloc((size_t)S * D, 4), o[k][j].res = calloc((size_t)S * 4 * D, 4);
+      o[k][j].post = calloc(S * 4, 4), o[k][j].comb = calloc(S * 16, 4), o[k][j].pre = calloc(S * 4, 4);
+      o[k][j].res_mid = calloc((size_t)S * 4 * D, 4), o[k][j].kt = calloc((size_t)S * K1_KEYS, 4);
     }
-    hm_tensor_set tr;
-    hm_tset_init(&tr);
-    ck_assert_msg(hm_ref_layer_step(w[i], TP, &ref.in, NULL, NULL, &tr) == HM_OK, "%s", hm_errmsg());
-    const hm_layer_outputs *q = &o[i * TP];
-    ck_assert_uint_eq(tl_count_diff(q->res_mid, tl_f32(&tr, "k1.seam.res"), (uint64_t)S * 4 * D), 0);
-    ck_assert_mem_eq(q->kt, tl_i32(&tr, "k1.kt"), (size_t)S * K1_KEYS * 4);
-    expect_close("chain layer res", q->res, tl_f32(&tr, "out.res"), (uint64_t)S * 4 * D);
-    for (uint32_t r = 1; r < TP; r++) ck_assert(memcmp(o[i * TP + r].x, q->x, (size_t)S * D * 4) == 0);
-    hm_tset_free(&tr);
-    hm_gen_step_free(&ref);
+    ck_assert_msg(hm_layer_group_step(g, in[k], 1, o[k], NULL) == HM_OK, "%s", hm_errmsg());
+    for (uint32_t i = 0; i < N; i++) {
+      /* the reference's layer i on the chain's own input to it (its caches as before the step) */
+      hm_gen_step ref;
+      chain_layer_inputs(&cfg[i], i, 910, &ref);
+      const float *px = entry[k].x, *pres = entry[k].res, *ppost = entry[k].post, *pcomb = entry[k].comb,
+                  *ppre = entry[k].pre;
+      if (i > 0) {
+        const hm_layer_outputs *p = &o[k][(i - 1) * TP];
+        px = p->x, pres = p->res, ppost = p->post, pcomb = p->comb, ppre = p->pre;
+      }
+      memcpy(ref.x, px, (size_t)S * D * 4), memcpy(ref.res, pres, (size_t)S * 4 * D * 4);
+      memcpy(ref.post, ppost, S * 16), memcpy(ref.comb, pcomb, S * 64), memcpy(ref.pre, ppre, S * 16);
+      hm_tensor_set tr;
+      hm_tset_init(&tr);
+      ck_assert_msg(hm_ref_layer_step(w[i], TP, &ref.in, NULL, NULL, &tr) == HM_OK, "%s", hm_errmsg());
+      const hm_layer_outputs *q = &o[k][i * TP];
+      ck_assert_uint_eq(tl_count_diff(q->res_mid, tl_f32(&tr, "k1.seam.res"), (uint64_t)S * 4 * D), 0);
+      ck_assert_mem_eq(q->kt, tl_i32(&tr, "k1.kt"), (size_t)S * K1_KEYS * 4);
+      expect_close("chain layer res", q->res, tl_f32(&tr, "out.res"), (uint64_t)S * 4 * D);
+      for (uint32_t r = 1; r < TP; r++) ck_assert(memcmp(o[k][i * TP + r].x, q->x, (size_t)S * D * 4) == 0);
+      hm_tset_free(&tr);
+      hm_gen_step_free(&ref);
+    }
+    for (uint32_t j = 0; j < k; j++)
+      ck_assert_msg(!same_outputs(&o[j][(N - 1) * TP], &o[k][(N - 1) * TP], S, D), "sets %u and %u alike", j, k);
   }
-  hm_layer_outputs last[TP];
-  memset(last, 0, sizeof last);
-  for (uint32_t r = 0; r < TP; r++) {
-    last[r].x = calloc((size_t)S * D, 4), last[r].res = calloc((size_t)S * 4 * D, 4);
-    last[r].post = calloc(S * 4, 4), last[r].comb = calloc(S * 16, 4), last[r].pre = calloc(S * 4, 4);
-  }
-  replay_ctx rc = {&o[(N - 1) * TP], S, D};
+  replay_ctx rc;
+  replay_ctx_init(&rc, rt, g, TP, S, D, N, CSETS);
   const char *chaos = getenv("HSAMONO_SIM_CHAOS");
-  ck_assert_msg(hm_layer_group_replay(g, in, chaos && *chaos ? 5 : 20, last, same_as_first, &rc) == HM_OK, "%s",
+  rc.replays = (chaos && *chaos ? 5 : 20) - CSETS;
+  uint32_t order[20];
+  tl_replay_order(CSETS, CSETS - 1, 999, rc.replays, order);
+  rc.order = order;
+  for (uint32_t k = 0; k < CSETS; k++) rc.want[k] = &o[k][(N - 1) * TP], rc.in[k] = in[k];
+  hm_layer_outputs last[TP];
+  last_outputs_alloc(last, TP, S, D);
+  ck_assert_msg(hm_layer_group_replay(g, in[order[0]], rc.replays, last, replay_check, &rc) == HM_OK, "%s",
                 hm_errmsg());
-  for (uint32_t r = 0; r < TP; r++)
-    free(last[r].x), free(last[r].res), free(last[r].post), free(last[r].comb), free(last[r].pre);
-  for (uint32_t j = 0; j < N * TP; j++)
-    free(o[j].x), free(o[j].res), free(o[j].post), free(o[j].comb), free(o[j].pre), free(o[j].res_mid), free(o[j].kt);
+  last_outputs_free(last, TP);
+  replay_ctx_free(&rc);
+  for (uint32_t k = 0; k < CSETS; k++)
+    for (uint32_t j = 0; j < N * TP; j++)
+      free(o[k][j].x), free(o[k][j].res), free(o[k][j].post), free(o[k][j].comb), free(o[k][j].pre),
+          free(o[k][j].res_mid), free(o[k][j].kt);
   hm_layer_group_destroy(g);
+  for (uint32_t k = 0; k < CSETS; k++) hm_gen_step_free(&entry[k]);
   for (uint32_t i = 0; i < N; i++) tl_free_group(w[i], TP), hm_gen_step_free(&st[i]);
   hm_runtime_close(rt);
 }
