@@ -269,6 +269,16 @@ static void partial_check_whole(struct partial *p, hm_queue *q) {
   }
 }
 
+/* The arrival failure's message. How many of the 7 unheld CTAs arrived within the 0.3 s bound
+ * depends on the machine's load (CI runs tests side by side: 6 was seen), so the count is not
+ * checked here; partial_check_aborted checks that all 7 arrived in the end. */
+static bool arrived_short(const char *msg) {
+  const char *p = strstr(msg, "kernel st_gridbar: only ");
+  unsigned n;
+  return p && sscanf(p, "kernel st_gridbar: only %u of 8 CTAs arrived within", &n) == 1 && n < 8 &&
+         strstr(p, " of 8 CTAs arrived within 0.300 s: the grid is not resident");
+}
+
 /* CTA 3 never starts: 7 of 8 arrive, the launch is aborted and says so; the 7 leave on ABORT.
  * The held CTA keeps the dispatch alive (as a GPU's would, waiting for a CU) until the agent's
  * watchdog ends it with a queue error naming the CTA that never started. */
@@ -279,8 +289,7 @@ START_TEST(partial_start_never) {
   hm_status s = hm_persistent_launch(p.q, &p.d, p.arrive, 300000000ull);
   uint64_t took = hm_now_test_ns() - t0;
   ck_assert_int_eq(s, HM_ERR_REFUSED);
-  ck_assert_msg(strstr(hm_errmsg(), "kernel st_gridbar: only 7 of 8 CTAs arrived within 0.300 s: the grid is not "
-                                    "resident") &&
+  ck_assert_msg(arrived_short(hm_errmsg()) &&
                     strstr(hm_errmsg(), "aborted and had not ended 0.300 s later"),
                 "%s", hm_errmsg());
   ck_assert_uint_lt(took, 10000000000ull);
@@ -306,8 +315,7 @@ START_TEST(partial_start_late) {
   if (!partial_open(&p, "st_gridbar:3:late", 0, "1")) return;
   hm_status s = hm_persistent_launch(p.q, &p.d, p.arrive, 300000000ull);
   ck_assert_int_eq(s, HM_ERR_REFUSED);
-  ck_assert_msg(strstr(hm_errmsg(), "kernel st_gridbar: only 7 of 8 CTAs arrived within 0.300 s: the grid is not "
-                                    "resident") &&
+  ck_assert_msg(arrived_short(hm_errmsg()) &&
                     strstr(hm_errmsg(), "the launch was aborted"),
                 "%s", hm_errmsg());
   ck_assert_msg(hm_signal_wait(p.rt, p.done, HM_WAIT_EQ, 0, RUN_TIMEOUT_NS, false, NULL) == HM_OK, "%s",

@@ -663,6 +663,8 @@ START_TEST(served_only_when_rung) {
   hsa_signal_store_screlease(r.q->doorbell_signal, (hsa_signal_value_t)ids[0]);
   ck_assert_int_eq(hsa_signal_wait_scacquire(done, HSA_SIGNAL_CONDITION_EQ, 0, 10000000000ull, HSA_WAIT_STATE_BLOCKED), 0);
   ck_assert_uint_eq(*counter, 6);
+  /* the agent moves the read index past a packet after its completion signal: wait for it */
+  for (int i = 0; i < 10000 && hsa_queue_load_read_index_scacquire(r.q) != ids[2] + 1; i++) nap_ms(1);
   ck_assert_uint_eq(hsa_queue_load_read_index_scacquire(r.q), ids[2] + 1);
   ck_assert_int_eq(r.errors, 0);
   hsa_queue_destroy(r.q);
