@@ -14,6 +14,7 @@ Applies each fault (tests/mutation/faults/NN-name.patch; all of them when none i
 scratch copy of this working tree, rebuilds incrementally, runs the fault's "# kill:" tests in
 order (cheapest first) and stops at the first failure. Prints, a line a fault:
   killed by <test[:case]> | survived | build failed | patch does not apply
+  (or "bad kill test <test[:case]>" when a kill test names no test or no case)
 
 A fault is named by its number (07), its name (flags-wait-relaxed), both (07-flags-wait-relaxed)
 or a path to a patch file.
@@ -167,11 +168,10 @@ make_base() {
     git -C "$src" update-ref refs/mutation/base "$commit"
   fi
   base_head=$head
-  base_tree=$tree
   if [ "$base_kind" = head ]; then
     base_dirty="HEAD only"
   elif [ -s "$scratch/base.diff" ] || git -C "$repo" ls-files --others --exclude-standard -- . ':(exclude)tests/mutation' | grep -q .; then
-    # the diff's hash names the uncommitted state the results came from
+    # the base tree's hash names the uncommitted state the results came from
     base_dirty="with uncommitted changes, tree ${tree:0:12}"
   else
     base_dirty="clean"
@@ -289,7 +289,7 @@ if [ "$baseline" = 1 ] && [ "$build_only" = 0 ]; then
 fi
 
 results=()
-n_killed=0 n_survived=0 n_build=0 n_apply=0 n_built=0
+n_killed=0 n_survived=0 n_build=0 n_apply=0 n_built=0 n_bad=0
 for f in "${selected[@]}"; do
   id=$(basename "$f" .patch)
   family=$(header_field "$f" family)
@@ -313,13 +313,17 @@ for f in "${selected[@]}"; do
     elif [ "$build_only" = 1 ]; then
       verdict="builds"; n_built=$((n_built + 1))
     else
+      bad=""
       for spec in $kills; do
         if ! run_test "$spec" "$log" "$bound"; then
-          by="$spec${why:+ ($why)}"
+          # a kill test that names no test or no case proves nothing: an error, not a kill
+          case "$why" in "no such test"|"no such case") bad="$spec ($why)" ;; *) by="$spec${why:+ ($why)}" ;; esac
           break
         fi
       done
-      if [ -n "$by" ]; then
+      if [ -n "$bad" ]; then
+        verdict="bad kill test $bad"; n_bad=$((n_bad + 1))
+      elif [ -n "$by" ]; then
         verdict="killed by $by"; n_killed=$((n_killed + 1))
       else
         verdict="survived"; n_survived=$((n_survived + 1))
@@ -338,6 +342,7 @@ if [ "$build_only" = 1 ]; then
   summary="$total faults: $n_built build, $n_build build failed, $n_apply do not apply"
 else
   summary="$total faults: $n_killed killed, $n_survived survived, $n_build build failed, $n_apply do not apply"
+  [ "$n_bad" -gt 0 ] && summary="$summary, $n_bad with a bad kill test"
 fi
 echo "$summary"
 
@@ -356,6 +361,6 @@ if [ -n "$table" ]; then
 fi
 
 # a harness run that completed is a success whatever the verdicts (survivors are findings)
-if [ "$n_build" -eq 0 ] && [ "$n_apply" -eq 0 ]; then exit 0; fi
+if [ "$n_build" -eq 0 ] && [ "$n_apply" -eq 0 ] && [ "$n_bad" -eq 0 ]; then exit 0; fi
 exit 1
 }
