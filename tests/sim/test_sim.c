@@ -674,22 +674,29 @@ END_TEST
 
 /* ---------------------------------------------------------------- failures reach the caller */
 
+/* One agent of `cus` CUs at the default log level (the reasons must reach the caller without a
+ * log), its runtime and a queue on it. */
+static hm_agent *quiet_open(const char *cus, hm_runtime **rt, hm_queue **q) {
+  unsetenv("HSAMONO_LOG");
+  unsetenv("HSAMONO_SIM_VERBOSE");
+  setenv("HSAMONO_SIM_CUS", cus, 1);
+  setenv("HSAMONO_SIM_AGENTS", "1", 1);
+  ck_assert_int_eq(hm_runtime_open("sim", rt), HM_OK);
+  hm_agent *a = hm_agent_get(*rt, 0);
+  ck_assert_int_eq(hm_queue_create(a, 64, q), HM_OK);
+  return a;
+}
+
 /* A kernel that never ends: the watchdog abandons it, and the reason reaches the caller at the
  * default log level: through HSA (the queue's error callback with HSA_STATUS_ERROR_EXCEPTION and
  * the agent's text) and through the runtime (HM_ERR_QUEUE_FAULT, hm_errmsg naming the watchdog,
  * the kernel and its packet), within the watchdog's bound. A later wait on the dispatch's signal,
  * after the fault was reported, still names it. */
 START_TEST(watchdog_reason_reaches_caller) {
-  unsetenv("HSAMONO_LOG");
-  unsetenv("HSAMONO_SIM_VERBOSE");
-  setenv("HSAMONO_SIM_CUS", "2", 1);
-  setenv("HSAMONO_SIM_AGENTS", "1", 1);
   setenv("HSAMONO_SIM_WATCHDOG_S", "0.5", 1);
   hm_runtime *rt;
-  ck_assert_int_eq(hm_runtime_open("sim", &rt), HM_OK);
-  hm_agent *a = hm_agent_get(rt, 0);
   hm_queue *q;
-  ck_assert_int_eq(hm_queue_create(a, 64, &q), HM_OK);
+  hm_agent *a = quiet_open("2", &rt, &q);
   const hm_kernel *k = t_kernel(t_program(a), "st_poll");
   uint32_t *flag = t_host(a, 64), *out = t_host(a, 64);
   /* the flag is never raised and the poll's own bound is 10,000 s: only the watchdog ends it */
@@ -764,15 +771,9 @@ END_TEST
  * HM_ERR_QUEUE_FAULT whose message gives the trap's place, the work-item, the CTA and the
  * dispatch, at the default log level. */
 START_TEST(trap_reason_reaches_caller) {
-  unsetenv("HSAMONO_LOG");
-  unsetenv("HSAMONO_SIM_VERBOSE");
-  setenv("HSAMONO_SIM_CUS", "4", 1);
-  setenv("HSAMONO_SIM_AGENTS", "1", 1);
   hm_runtime *rt;
-  ck_assert_int_eq(hm_runtime_open("sim", &rt), HM_OK);
-  hm_agent *a = hm_agent_get(rt, 0);
   hm_queue *q;
-  ck_assert_int_eq(hm_queue_create(a, 64, &q), HM_OK);
+  hm_agent *a = quiet_open("4", &rt, &q);
   const hm_kernel *k = t_kernel(t_program(a), "st_gridbar");
   uint32_t *bar = t_host(a, 64), *out = t_host(a, 4 * 4), *verdict = t_host(a, 4 * 4);
   struct dev_persist *arrive;
