@@ -230,3 +230,18 @@ void tl_step_new_seam(hm_gen_step *s, const hm_layer_config *cfg, uint64_t seed)
   memcpy(s->pre, fi.pre, (size_t)S * HM_HC * 4);
   tl_ffn_inputs_free(&fi);
 }
+
+void tl_ffn_outputs_alloc(hm_ffn_outputs *o, uint32_t tp, uint32_t S, uint32_t D) {
+  for (uint32_t r = 0; r < tp; r++) {
+    o[r].x = calloc((size_t)S * D, 4);
+    o[r].res = calloc((size_t)S * 4 * D, 4);
+    o[r].post = calloc((size_t)S * 4, 4);
+    o[r].comb = calloc((size_t)S * 16, 4);
+    o[r].pre = calloc((size_t)S * 4, 4);
+    ck_assert(o[r].x && o[r].res && o[r].post && o[r].comb && o[r].pre);
+  }
+}
+
+void tl_ffn_outputs_free(hm_ffn_outputs *o, uint32_t tp) {
+  for (uint32_t r = 0; r < tp; r++) free(o[r].x), free(o[r].res), free(o[r].post), free(o[r].comb), free(o[r].pre);
+}

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "hm_config.h"
+#include "hm_ffn_group.h"
 #include "hm_hsa.h"
 #include "hm_ref.h"
 #include "hm_weights.h"
@@ -26,6 +27,9 @@ typedef struct tl_ffn_inputs {
 } tl_ffn_inputs;
 void tl_ffn_inputs_make(const hm_layer_config *cfg, uint32_t S, uint32_t tp, uint64_t seed, tl_ffn_inputs *in);
 void tl_ffn_inputs_free(tl_ffn_inputs *in);
+/* The FFN launch's outputs of S rows for tp ranks (o[0..tp), zeroed), and their free. */
+void tl_ffn_outputs_alloc(hm_ffn_outputs *o, uint32_t tp, uint32_t S, uint32_t D);
+void tl_ffn_outputs_free(hm_ffn_outputs *o, uint32_t tp);
 
 /* error measures */
 double tl_max_abs(const float *a, const float *b, uint64_t n);

@@ -56,19 +56,8 @@ typedef struct outs {
   hm_ffn_outputs o[4];
 } outs;
 
-static void outs_alloc(outs *o, uint32_t tp, uint32_t S, uint32_t D) {
-  for (uint32_t r = 0; r < tp; r++) {
-    o->o[r].x = calloc((size_t)S * D, 4);
-    o->o[r].res = calloc((size_t)S * 4 * D, 4);
-    o->o[r].post = calloc((size_t)S * 4, 4);
-    o->o[r].comb = calloc((size_t)S * 16, 4);
-    o->o[r].pre = calloc((size_t)S * 4, 4);
-  }
-}
-static void outs_free(outs *o, uint32_t tp) {
-  for (uint32_t r = 0; r < tp; r++)
-    free(o->o[r].x), free(o->o[r].res), free(o->o[r].post), free(o->o[r].comb), free(o->o[r].pre);
-}
+static void outs_alloc(outs *o, uint32_t tp, uint32_t S, uint32_t D) { tl_ffn_outputs_alloc(o->o, tp, S, D); }
+static void outs_free(outs *o, uint32_t tp) { tl_ffn_outputs_free(o->o, tp); }
 
 static const hm_ffn_config small_grid = {.min_cus = 1, .reduced_experts = true};
 

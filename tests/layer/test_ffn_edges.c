@@ -41,18 +41,11 @@ static void step_make(edge_step *s, const hm_layer_weights *w, uint32_t tp, uint
   hm_status st = hm_ref_ffn_launch(w, tp, S, (const float *const *)s->in.parts, s->in.res, s->in.post, s->in.comb,
                                    s->in.pre, &s->ref);
   ck_assert_msg(st == HM_OK, "reference: %s", hm_errmsg());
-  for (uint32_t r = 0; r < tp; r++) {
-    s->out[r].x = calloc(S * D, 4);
-    s->out[r].res = calloc(S * 4 * D, 4);
-    s->out[r].post = calloc((size_t)S * 4, 4);
-    s->out[r].comb = calloc((size_t)S * 16, 4);
-    s->out[r].pre = calloc((size_t)S * 4, 4);
-  }
+  tl_ffn_outputs_alloc(s->out, tp, S, (uint32_t)D);
 }
 
 static void step_free(edge_step *s) {
-  for (uint32_t r = 0; r < s->tp; r++)
-    free(s->out[r].x), free(s->out[r].res), free(s->out[r].post), free(s->out[r].comb), free(s->out[r].pre);
+  tl_ffn_outputs_free(s->out, s->tp);
   hm_tset_free(&s->ref);
   tl_ffn_inputs_free(&s->in);
 }
