@@ -3,7 +3,6 @@
 #include "fiber.h"
 
 #include <stdint.h>
-#include <string.h>
 
 #if defined(__x86_64__)
 void sim_fiber_trampoline(void);
@@ -18,10 +17,6 @@ void sim_fiber_init(struct sim_fiber *f, void *stack, size_t size, void (*entry)
   *--sp = (uint64_t)(uintptr_t)arg;                   /* r13 */
   *--sp = 0;                                          /* r14 */
   *--sp = 0;                                          /* r15 */
-  /* MXCSR: all exceptions masked, round to nearest; x87 control word: the Linux default */
-  uint32_t csr[2] = {0x1f80, 0x037f};
-  sp--;
-  memcpy(sp, csr, sizeof csr);
   f->sp = sp;
 }
 #else
