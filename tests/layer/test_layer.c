@@ -399,6 +399,37 @@ START_TEST(tiny_window_layers) {
 }
 END_TEST
 
+/* Producers and consumers of every K1 and K2 hand-off on different CTAs: odd small grids and the
+ * whole one (8 CUs), each under its own chaos seeds with a laggard CTA in every dispatch
+ * (HSAMONO_SIM_LAGGARD=1: it publishes as late as it can, hsa/sim/cta.c), so a stage that skips
+ * its wait, or waits on the wrong tokens' or slots' flags, reads the last step's data. A REUSE
+ * layer (ratio 2: the compressed-key path) at TP 2 and a window layer at TP 4, one and seven rows
+ * (the padding row among them). The seeds are its own: under layer-chaos it is not run again. */
+START_TEST(grid_shapes_under_chaos) {
+  if (getenv("HSAMONO_SIM_CHAOS")) return;
+  const shape s[] = {{1, 1, 0, 64, -1}, {7, 1, 100, 64, 3}};
+  const char *seeds[] = {"5", "17", "29"};
+  const uint32_t grids[] = {3, 5, 8};
+  setenv("HSAMONO_SIM_LAGGARD", "1", 1);
+  for (uint32_t k = 0; k < 3; k++) {
+    setenv("HSAMONO_SIM_CHAOS", seeds[k], 1);
+    for (uint32_t i = 0; i < 3; i++) {
+      hm_ffn_config run = small_grid;
+      run.ctas = grids[i];
+      const int32_t layer = i == 1 ? 41 : 3;
+      const uint32_t tp = i == 1 ? 4 : 2;
+      const uint64_t seed = 900 + 10 * k + i;
+      layer_setup L;
+      setup(&L, "tiny", layer, 0, tp, seed, &run);
+      for (uint32_t j = 0; j < 2; j++) run_case(L.rt, L.g, L.w, tp, &s[j], seed + j, &L.table);
+      teardown(&L);
+    }
+  }
+  unsetenv("HSAMONO_SIM_CHAOS");
+  unsetenv("HSAMONO_SIM_LAGGARD");
+}
+END_TEST
+
 /* Layer 14: an Engram layer that is also a kv and index source (Engram, index build, select). */
 START_TEST(tiny_engram_index) {
   const shape s[] = {{2, 1, 50, 64, -1}};
@@ -823,7 +854,7 @@ Suite *hm_test_suite(void) {
       {"replays_first_layer", replays_first_layer},     {"dead_peer_mid_k2", dead_peer_mid_k2},
       {"create_refusals", create_refusals},             {"ffn_only_interleaved", ffn_only_interleaved},
       {"chain_replays", chain_replays},                 {"full_dims_kinds", full_dims_kinds},
-      {"bad_metadata_refused", bad_metadata_refused},
+      {"bad_metadata_refused", bad_metadata_refused},   {"grid_shapes_under_chaos", grid_shapes_under_chaos},
   };
   for (unsigned i = 0; i < sizeof tests / sizeof *tests; i++) {
     TCase *tc = tcase_create(tests[i].name);
