@@ -13,7 +13,9 @@
 
 #include "hm_safetensors.h"
 
-#define MAX_HEADER (256u << 20) /* checkpoints' headers are a few MB */
+/* The released checkpoints' headers are a few MB; the safetensors reference reader refuses
+ * headers over 100 MB, and so does this one (a 200 MB header once cost 274 MB resident). */
+#define MAX_HEADER 100000000u
 
 typedef struct st_entry {
   char *name;
@@ -97,16 +99,97 @@ static hm_status parse_entry(hm_st_file *f, const char *name, json_object *v, ui
   return e->name ? HM_OK : hm_fail(HM_ERR_NO_MEMORY, "tensor name");
 }
 
+/* json-c keeps the last of two equal keys, silently: count the root object's keys in the text
+ * itself (a scan of strings and nesting, the parse having succeeded) and refuse a header whose
+ * object holds fewer. Equal raw keys are named; keys equal only after unescaping are counted. */
+static hm_status check_keys_unique(const char *path, const char *h, uint64_t n, size_t parsed) {
+  size_t keys = 0, cap = 0;
+  struct { const char *s; size_t len; } *k = NULL;
+  int depth = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    char ch = h[i];
+    if (ch == '{' || ch == '[') depth++;
+    else if (ch == '}' || ch == ']') depth--;
+    else if (ch == '"') {
+      uint64_t b = ++i;
+      while (i < n && h[i] != '"') i += h[i] == '\\' ? 2 : 1;
+      uint64_t j = i + 1;
+      while (j < n && (h[j] == ' ' || h[j] == '\t' || h[j] == '\n' || h[j] == '\r')) j++;
+      if (depth == 1 && j < n && h[j] == ':') {
+        if (keys == cap) {
+          cap = cap ? 2 * cap : 64;
+          void *nk = realloc(k, cap * sizeof *k);
+          if (!nk) {
+            free(k);
+            return hm_fail(HM_ERR_NO_MEMORY, "safetensors header keys");
+          }
+          k = nk;
+        }
+        k[keys].s = h + b, k[keys].len = i - b, keys++;
+      }
+    }
+  }
+  hm_status st = HM_OK;
+  if (keys != parsed) {
+    for (size_t a = 0; a < keys && st == HM_OK; a++)
+      for (size_t b = a + 1; b < keys && st == HM_OK; b++)
+        if (k[a].len == k[b].len && !memcmp(k[a].s, k[b].s, k[a].len))
+          st = hm_fail(HM_ERR_FORMAT, "%s: the header names '%.*s' twice", path, (int)k[a].len, k[a].s);
+    if (st == HM_OK)
+      st = hm_fail(HM_ERR_FORMAT, "%s: the header names a tensor twice (%zu keys, %zu distinct once unescaped)", path,
+                   keys, parsed);
+  }
+  free(k);
+  return st;
+}
+
+static int cmp_begin(const void *a, const void *b) {
+  const st_entry *x = *(const st_entry *const *)a, *y = *(const st_entry *const *)b;
+  return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : x->end < y->end ? -1 : x->end > y->end;
+}
+
+/* The format indexes the data buffer exactly once: tensors in offset order, each beginning where
+ * the one before ends, the last ending at the end of the file. Overlaps (two tensors sharing
+ * bytes) and unindexed bytes (a hole, or a tail no tensor holds) are refused. */
+static hm_status check_buffer_indexed(const hm_st_file *f) {
+  const st_entry **by = malloc((f->n ? f->n : 1) * sizeof *by);
+  if (!by) return hm_fail(HM_ERR_NO_MEMORY, "safetensors offsets");
+  for (uint32_t i = 0; i < f->n; i++) by[i] = &f->e[i];
+  qsort(by, f->n, sizeof *by, cmp_begin);
+  hm_status st = HM_OK;
+  uint64_t at = 0, data = f->size - f->data_off;
+  for (uint32_t i = 0; i < f->n && st == HM_OK; i++) {
+    if (by[i]->begin < at)
+      st = hm_fail(HM_ERR_FORMAT, "%s: '%s' (bytes %llu..%llu) and '%s' overlap", f->path, by[i]->name,
+                   (unsigned long long)by[i]->begin, (unsigned long long)by[i]->end, by[i - 1]->name);
+    else if (by[i]->begin > at)
+      st = hm_fail(HM_ERR_FORMAT, "%s: data bytes %llu..%llu belong to no tensor", f->path, (unsigned long long)at,
+                   (unsigned long long)by[i]->begin);
+    at = by[i]->end;
+  }
+  if (st == HM_OK && at != data)
+    st = hm_fail(HM_ERR_FORMAT, "%s: data bytes %llu..%llu belong to no tensor", f->path, (unsigned long long)at,
+                 (unsigned long long)data);
+  free(by);
+  return st;
+}
+
 hm_status hm_st_open(const char *path, hm_st_file **out) {
   if (!path || !out) return hm_fail(HM_ERR_INVALID_ARG, "hm_st_open: null argument");
   hm_st_file *f = calloc(1, sizeof *f);
   if (!f) return hm_fail(HM_ERR_NO_MEMORY, "safetensors file");
   f->path = strdup(path);
   hm_status st = HM_OK;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  /* O_NONBLOCK: opening a FIFO named *.safetensors must not wait for a writer; only a regular
+   * file is read (mmap of a FIFO, device or directory has no meaning here) */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   struct stat sb;
   if (fd < 0 || fstat(fd, &sb) != 0) {
     st = hm_fail(errno == ENOENT ? HM_ERR_NOT_FOUND : HM_ERR_IO, "%s: %s", path, strerror(errno));
+    goto fail;
+  }
+  if (!S_ISREG(sb.st_mode)) {
+    st = hm_fail(HM_ERR_IO, "%s: not a regular file", path);
     goto fail;
   }
   f->size = (uint64_t)sb.st_size;
@@ -122,7 +205,12 @@ hm_status hm_st_open(const char *path, hm_st_file **out) {
   const uint8_t *p = f->map;
   uint64_t hl = 0;
   for (int i = 7; i >= 0; i--) hl = hl << 8 | p[i]; /* little endian */
-  if (hl > MAX_HEADER || hl > f->size - 8) {
+  if (hl > MAX_HEADER) {
+    st = hm_fail(HM_ERR_FORMAT, "%s: header of %llu bytes, past the %u-byte limit", path, (unsigned long long)hl,
+                 MAX_HEADER);
+    goto fail;
+  }
+  if (hl > f->size - 8) {
     st = hm_fail(HM_ERR_FORMAT, "%s: header of %llu bytes in a file of %llu", path, (unsigned long long)hl,
                  (unsigned long long)f->size);
     goto fail;
@@ -158,6 +246,9 @@ hm_status hm_st_open(const char *path, hm_st_file **out) {
     if ((st = parse_entry(f, key, val, f->size - f->data_off, &f->e[f->n])) != HM_OK) goto fail;
     f->n++;
   }
+  if ((st = check_keys_unique(path, (const char *)p + 8, hl, json_object_object_length(f->root))) != HM_OK ||
+      (st = check_buffer_indexed(f)) != HM_OK)
+    goto fail;
   qsort(f->e, f->n, sizeof *f->e, cmp_entry);
   close(fd);
   *out = f;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -95,6 +96,17 @@ START_TEST(malformed) {
       {"{\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", -1, 8, "not a size"},
       {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2]}}", -1, 8, "lacks"},
       {"[1,2]", -1, 0, "not a JSON object"},
+      /* the data buffer indexed exactly once, as the safetensors format requires: no overlap, no
+       * unindexed bytes between or after the tensors, no name twice (issue 16) */
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+       "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", -1, 12, "overlap"},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+       "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[12,20]}}", -1, 20, "bytes 8..12"},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", -1, 16, "bytes 8..16"},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+       "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}", -1, 16, "'a' twice"},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+       "\"\\u0061\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}", -1, 16, "twice"},
   };
   for (unsigned i = 0; i < sizeof cases / sizeof *cases; i++) {
     write_raw(p, cases[i].h, cases[i].hlen < 0 ? strlen(cases[i].h) : (uint64_t)cases[i].hlen, cases[i].data);
@@ -111,8 +123,29 @@ START_TEST(malformed) {
   fputs("abc", fp);
   fclose(fp);
   ck_assert_int_eq(hm_st_open(p, &f), HM_ERR_FORMAT);
+  /* a header past the limit (100 MB, as the safetensors reference reader) is refused before it is
+   * parsed, even in a file large enough to hold it (sparse here) */
+  write_raw(p, "{}", 150000000, 0);
+  ck_assert_int_eq(truncate(p, 8 + 150000000 + 8), 0);
+  ck_assert_int_eq(hm_st_open(p, &f), HM_ERR_FORMAT);
+  ck_assert_msg(strstr(hm_errmsg(), "header of 150000000 bytes") && strstr(hm_errmsg(), "limit"), "%s", hm_errmsg());
+  ck_assert_int_eq(unlink(p), 0);
   snprintf(p, sizeof p, "%s/none.safetensors", dir);
   ck_assert_int_eq(hm_st_open(p, &f), HM_ERR_NOT_FOUND);
+  /* only regular files: a FIFO would block open() forever, a directory has no bytes */
+  snprintf(p, sizeof p, "%s/fifo.safetensors", dir);
+  ck_assert_int_eq(mkfifo(p, 0600), 0);
+  ck_assert_int_eq(hm_st_open(p, &f), HM_ERR_IO);
+  ck_assert_msg(strstr(hm_errmsg(), "not a regular file") != NULL, "%s", hm_errmsg());
+  hm_ckpt *ck;
+  ck_assert_int_eq(hm_ckpt_open(dir, &ck), HM_ERR_IO); /* the FIFO among the directory's shards */
+  ck_assert_msg(strstr(hm_errmsg(), "fifo.safetensors: not a regular file") != NULL, "%s", hm_errmsg());
+  ck_assert_int_eq(unlink(p), 0);
+  snprintf(p, sizeof p, "%s/dir.safetensors", dir);
+  ck_assert_int_eq(mkdir(p, 0700), 0);
+  ck_assert_int_eq(hm_st_open(p, &f), HM_ERR_IO);
+  ck_assert_msg(strstr(hm_errmsg(), "not a regular file") != NULL, "%s", hm_errmsg());
+  ck_assert_int_eq(rmdir(p), 0);
   rm_tree();
 }
 END_TEST
