@@ -42,7 +42,7 @@ ST_PRIM_KERNEL(ST_PRIM_NAME) {
     /* the producer stays until the consumer is done (bounded by ticks), running: an idle CTA's
      * pending stores all land at once, in program order. Flag mode: lane 0 spins with no
      * scheduling point, so the other waves' stores stay pending. Pair mode: barrier rounds, at
-     * whose scheduling points pending stores land one at a time, newest first. */
+     * whose scheduling points pending stores land one at a time, newest or oldest first. */
     if (args.mode == ST_PRIM_FLAG) {
       if (lid == 0) {
         dev_poll_t p;

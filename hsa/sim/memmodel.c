@@ -11,9 +11,9 @@
  *    agent scope, or system scope when the memory is not this agent's. A device-scope store to
  *    this agent's memory, any system-scope store and a relaxed atomic store are "complete"
  *    class: it lands when its wave waits for its stores (s_waitcnt vmcnt(0)), at the wave's own
- *    release of agent scope or wider, or on its own at some later scheduling point, newest
- *    first, so two such stores with no wait between them may land in either order (as they may
- *    on the GPU). Another wave's release publishes none of them: a flag raised by one wave over
+ *    release of agent scope or wider, or on its own at some later scheduling point, the
+ *    wave's newest or its oldest at random, so two such stores with no wait between them may
+ *    land in either order (as they may on the GPU). Another wave's release publishes none of them: a flag raised by one wave over
  *    data other waves stored needs every wave's drain before the barrier (spec/mono.md §3.3);
  *  - the CTA's other waves see a wave's pending stores (through the CU's L1) only after a CTA
  *    barrier or the wave's workgroup-scope release;
@@ -228,23 +228,30 @@ void sim_mem_barrier(struct sim_cta *c) {
 }
 
 /* Complete-class stores land on their own, late: at a scheduling point now and then one of them
- * (the newest of the next wave that has one; rarer under chaos), and all of them once the CTA has
- * nothing but polling work-items (its stores would long have completed on a GPU). So a hand-off
- * that forgets its drain sees its data arrive after the flag, not just in time. */
+ * (of the next wave that has one; rarer under chaos), and all of them once the CTA has nothing but
+ * polling work-items (its stores would long have completed on a GPU). The one that lands is the
+ * wave's newest or its oldest, at random: two stores with no wait between them complete in either
+ * order on a GPU (different L2 channels), so a hand-off that forgets its drain sees its data
+ * arrive after the flag, and a reader that polls one tagged pair and then reads another the same
+ * lane stored after it, unpolled, sees the second arrive late. */
 void sim_mem_drain_one(struct sim_cta *c) {
   struct sim_memview *m = &c->mem;
   if (!m->live_complete) return;
-  if ((sim_rng(&c->rng) & (sim.cfg.chaos ? 63 : 15)) != 0) return;
+  uint64_t r = sim_rng(&c->rng);
+  if ((r & (sim.cfg.chaos ? 63 : 15)) != 0) return;
+  const bool oldest = (r >> 32) & 1;
   for (uint32_t k = 0; k < c->nwaves; k++) {
     uint32_t w = (m->drain_wave + k) % c->nwaves;
     struct sim_wavebuf *b = &m->wave[w];
     if (!b->live_complete) continue;
-    for (uint32_t i = b->npend; i-- > 0;)
+    for (uint32_t j = 0; j < b->npend; j++) {
+      uint32_t i = oldest ? j : b->npend - 1 - j;
       if (b->pend[i].live && b->pend[i].cls == PEND_COMPLETE) {
         m->drain_wave = w + 1;
         land(m, w, &b->pend[i]);
         return;
       }
+    }
   }
 }
 
