@@ -200,16 +200,16 @@ hm_status hm_persistent_grid(const hm_kernel *k, hm_agent *a, uint32_t ctas, uin
 
 /* Launch d (d->ctas 0: the whole resident grid) after the residency check, then verify that every
  * CTA arrived within arrival_timeout_ns (0: 10 s) through the kernel's handshake (device/dev.h
- * dev_persist_arrive on the struct dev_persist whose address the caller put in the kernel's
+ * dev_persist_arrive on the struct hm_dev_persist whose address the caller put in the kernel's
  * arguments). If not, the launch is told to abort and HM_ERR_REFUSED says how many arrived and
  * how the aborted launch ended within another arrival_timeout_ns (when d has a completion signal):
  * not at all (still in flight), or failed on the agent, with its reason. A queue error before the
  * grid arrived returns HM_ERR_QUEUE_FAULT with the agent's reason. */
-struct dev_persist;
-hm_status hm_persistent_launch(hm_queue *q, const hm_dispatch *d, struct dev_persist *arrive,
+struct hm_dev_persist;
+hm_status hm_persistent_launch(hm_queue *q, const hm_dispatch *d, struct hm_dev_persist *arrive,
                                uint64_t arrival_timeout_ns);
 /* A handshake word in host-visible fine-grained memory (free with hm_mem_free). */
-hm_status hm_persist_new(hm_agent *a, struct dev_persist **out);
+hm_status hm_persist_new(hm_agent *a, struct hm_dev_persist **out);
 
 /* ---------------------------------------------------------------- IPC */
 
