@@ -27,7 +27,8 @@ typedef struct hm_signal { uint64_t handle; } hm_signal; /* an hsa_signal_t */
 
 /* Load and initialise an HSA library: `which` is "rocr" (ROCr's libhsa-runtime64.so.1), "sim"
  * (the software agent, libhsamono-sim.so beside this library or $HSAMONO_SIM_LIB), "auto"
- * (ROCr when it finds a GPU agent, else the software agent with a one-line notice), or a path.
+ * (ROCr when it finds a GPU agent, else the software agent: a warning in the log, HSAMONO_LOG=warn,
+ * and nothing on stderr otherwise; hm_runtime_is_sim says which was chosen), or a path.
  * NULL means $HSAMONO_RUNTIME, or "auto" when unset. Every entry point is resolved once. */
 hm_status hm_runtime_open(const char *which, hm_runtime **out);
 /* Frees everything the runtime still tracks (programs, queues, memory, signals), then shuts the

@@ -199,6 +199,12 @@ for lang, compiler, source, std_flag in (('C', cc, 'client.c', '-std=c11'), ('C+
         die('the %s client wrote to stderr with HSAMONO_LOG unset:\n%s' % (lang, p.stderr))
     print('%s client: ok (%s)' % (lang, ', '.join(lines[:3])))
 
+# under auto (the default) the library itself stays silent, whichever agent it picks
+aenv = dict(renv, HSAMONO_RUNTIME='auto')
+p = run([os.path.join(work, 'client_c')], env=aenv, what='the C client under HSAMONO_RUNTIME=auto')
+if p.stderr or 'version ' + version not in p.stdout.splitlines():
+    die('the C client under auto wrote to stderr or did not run:\n%s%s' % (p.stdout, p.stderr))
+
 # the installed tool runs from the installed library too and says where it runs
 p = run([os.path.join(bindir, 'hsa-mono-info')], env=renv, what='installed hsa-mono-info')
 if 'HSA library: sim' not in p.stdout:
