@@ -86,7 +86,9 @@ size_t hm_mem_size(hm_runtime *rt, const void *p);
 /* Let the given GPU agents (and the host, if host) access the allocation holding p. */
 hm_status hm_mem_allow(hm_runtime *rt, const void *p, hm_agent *const *agents, unsigned n, bool host);
 /* Copy n bytes with the copy engine; with done.handle == 0 the call waits for the copy, else it
- * returns at once and `done` is decremented when the copy has finished. */
+ * returns at once and `done` is decremented when the copy has finished. Both ranges must lie in
+ * allocations of this runtime (hm_mem_alloc; host memory from HM_POOL_HOST): plain host memory
+ * (malloc, the stack) is refused with HM_ERR_INVALID_ARG naming the side, never copied. */
 hm_status hm_mem_copy(hm_runtime *rt, void *dst, const void *src, size_t n, hm_signal done);
 /* Fill `count` 32-bit words at p (4-byte aligned) with value. */
 hm_status hm_mem_fill(hm_runtime *rt, void *p, uint32_t value, size_t count);

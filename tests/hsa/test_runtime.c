@@ -174,6 +174,16 @@ START_TEST(memory_errors) {
   hm_signal none = {0};
   ck_assert_int_eq(hm_mem_copy(rt, p, &local, 4, none), HM_ERR_INVALID_ARG);
   ck_assert_int_eq(hm_mem_copy(rt, p, p, 0, none), HM_ERR_INVALID_ARG);
+  /* plain host memory is refused, clearly, on either side (docs/api.md "Memory a caller passes") */
+  char *plain = malloc(8192);
+  ck_assert_ptr_nonnull(plain);
+  ck_assert_int_eq(hm_mem_copy(rt, p, plain, 64, none), HM_ERR_INVALID_ARG);
+  ck_assert_msg(strstr(hm_errmsg(), "the source") && strstr(hm_errmsg(), "HM_POOL_HOST"), "%s", hm_errmsg());
+  ck_assert_int_eq(hm_mem_copy(rt, plain, p, 64, none), HM_ERR_INVALID_ARG);
+  ck_assert_msg(strstr(hm_errmsg(), "the destination") && strstr(hm_errmsg(), "not malloc"), "%s", hm_errmsg());
+  free(plain);
+  ck_assert_int_eq(hm_mem_copy(rt, p, p, 8193, none), HM_ERR_INVALID_ARG);
+  ck_assert_msg(strstr(hm_errmsg(), "run past the end"), "%s", hm_errmsg());
   ck_assert_int_eq(hm_mem_allow(rt, &local, &a, 1, false), HM_ERR_INVALID_ARG);
   ck_assert_int_eq(hm_mem_allow(rt, p, NULL, 0, false), HM_ERR_INVALID_ARG);
   ck_assert_int_eq(hm_mem_free(rt, p), HM_OK);
