@@ -22,7 +22,7 @@ struct hm_ar {
   hm_program *prog;
   const hm_kernel *k;
   hm_ar_config cfg;
-  struct ar_link link;
+  struct hm_ar_link link;
   size_t region;
   uint32_t grid_max, batch;
   uint32_t *status; /* host-visible: the launches' sticky status word */

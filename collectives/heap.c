@@ -212,11 +212,11 @@ hm_status hm_heap_reserve(hm_heap *h, size_t bytes, size_t *offset) {
   return HM_OK;
 }
 
-hm_status hm_heap_link(const hm_heap *h, uint32_t *status, uint64_t timeout_ns, struct ar_link *out) {
+hm_status hm_heap_link(const hm_heap *h, uint32_t *status, uint64_t timeout_ns, struct hm_ar_link *out) {
   if (!h || !status || !out || ((uintptr_t)status & 3))
     return hm_fail(HM_ERR_INVALID_ARG, "hm_heap_link: NULL or unaligned argument");
   if (timeout_ns == 0) return hm_fail(HM_ERR_INVALID_ARG, "hm_heap_link: a zero bound on waits would fail every wait");
-  *out = (struct ar_link){.peers = (uint64_t)(uintptr_t)(h->arena + AR_PEERS_OFF),
+  *out = (struct hm_ar_link){.peers = (uint64_t)(uintptr_t)(h->arena + AR_PEERS_OFF),
                           .status = (uint64_t)(uintptr_t)status,
                           .half_bytes = h->half_bytes,
                           .deadline_ticks = timeout_ns / (1000000000ull / 100000000ull), /* 100 MHz */

@@ -86,11 +86,11 @@ size_t hm_allreduce_region_bytes(unsigned tp, uint32_t rows, uint32_t width);
  * reserve the same sizes in the same order: offsets are not exchanged. */
 hm_status hm_heap_reserve(hm_heap *h, size_t bytes, size_t *offset);
 
-/* What a kernel needs to run the device protocol (device/ar.h): fills a struct ar_link
+/* What a kernel needs to run the device protocol (device/ar.h): fills a struct hm_ar_link
  * (device/kernels/ar_args.h) with the arena table, `status` (a u32 in memory the host can read,
  * where the launch reports failures) and the bound on a launch's waits on peers. */
-struct ar_link;
-hm_status hm_heap_link(const hm_heap *h, uint32_t *status, uint64_t timeout_ns, struct ar_link *out);
+struct hm_ar_link;
+hm_status hm_heap_link(const hm_heap *h, uint32_t *status, uint64_t timeout_ns, struct hm_ar_link *out);
 
 /* HM_OK while no rank has given up; else HM_ERR_PEER with the cause (the rank that was waited for
  * in vain, or whose host stopped the group). A failed group stays failed: tear it down. */

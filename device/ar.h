@@ -27,7 +27,7 @@
  *
  * How a kernel calls it:
  *  - Build one view per step with ar_view_init, from the same values in every work-item (wave
- *    uniform: the kernel's struct ar_link argument, the epoch); the deadline is dev_realtime() at
+ *    uniform: the kernel's struct hm_ar_link argument, the epoch); the deadline is dev_realtime() at
  *    the launch's start plus link.deadline_ticks.
  *  - Pushes: every flat pair index f = t * pairs + p in [0, rows * pairs) must be pushed exactly
  *    once a step by each rank, by any work-item (ar_push). Nothing is needed before a push: the
@@ -79,7 +79,7 @@ struct ar_view {
  * byte offset in a half; rows x pairs: the step's shape; tag and parity from the epoch
  * (device/epoch.h); deadline: absolute dev_realtime(); where: a number of the caller's choosing
  * (below 0xffff) that the status reports, to tell which all-reduce of a launch failed. */
-DEV_INLINE void ar_view_init(struct ar_view *v, struct ar_link link, u64 region, u32 rows, u32 pairs, u32 tag,
+DEV_INLINE void ar_view_init(struct ar_view *v, struct hm_ar_link link, u64 region, u32 rows, u32 pairs, u32 tag,
                              u32 parity, u64 deadline, u32 where) {
   u32 rank = link.rank, tp = link.tp;
   v->peers = (__global const u64 *)link.peers;

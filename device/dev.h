@@ -492,7 +492,7 @@ DEV_INLINE u64 dev_poll_elapsed(const dev_poll_t *p) { return dev_realtime() - p
  * and wait for the verdict (device/dev_persist.h). Returns 1 when the whole grid arrived, 0 when
  * the host gave up first (the grid is not resident); every work-item of the CTA gets the answer
  * through `slot`, a word of the kernel's LDS struct. */
-DEV_INLINE u32 dev_persist_arrive(__global struct dev_persist *p, __local u32 *slot) {
+DEV_INLINE u32 dev_persist_arrive(__global struct hm_dev_persist *p, __local u32 *slot) {
   if (dev_lid() == 0) {
     u32 n = dev_ncta();
     if (dev_atomic_add_u32(&p->arrived, 1u, DEV_RELAXED, DEV_SCOPE_SYSTEM) + 1u == n)

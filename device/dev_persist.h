@@ -12,11 +12,11 @@
  * CTAs wait until `state` is set and run only on GO. */
 #define DEV_PERSIST_GO 1u
 #define DEV_PERSIST_ABORT 2u
-struct dev_persist {
+struct hm_dev_persist {
   u32 arrived;
   u32 state;
   u32 pad[30];
 };
-DEV_ARGS_CHECK(dev_persist, 128);
+DEV_ARGS_CHECK(hm_dev_persist, 128);
 
 #endif /* HM_DEV_PERSIST_H */

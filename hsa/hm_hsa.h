@@ -27,7 +27,8 @@ typedef struct hm_signal { uint64_t handle; } hm_signal; /* an hsa_signal_t */
 
 /* Load and initialise an HSA library: `which` is "rocr" (ROCr's libhsa-runtime64.so.1), "sim"
  * (the software agent, libhsamono-sim.so beside this library or $HSAMONO_SIM_LIB), "auto"
- * (ROCr when it finds a GPU agent, else the software agent with a one-line notice), or a path.
+ * (ROCr when it finds a GPU agent, else the software agent: a warning in the log, HSAMONO_LOG=warn,
+ * and nothing on stderr otherwise; hm_runtime_is_sim says which was chosen), or a path.
  * NULL means $HSAMONO_RUNTIME, or "auto" when unset. Every entry point is resolved once. */
 hm_status hm_runtime_open(const char *which, hm_runtime **out);
 /* Frees everything the runtime still tracks (programs, queues, memory, signals), then shuts the
@@ -85,7 +86,9 @@ size_t hm_mem_size(hm_runtime *rt, const void *p);
 /* Let the given GPU agents (and the host, if host) access the allocation holding p. */
 hm_status hm_mem_allow(hm_runtime *rt, const void *p, hm_agent *const *agents, unsigned n, bool host);
 /* Copy n bytes with the copy engine; with done.handle == 0 the call waits for the copy, else it
- * returns at once and `done` is decremented when the copy has finished. */
+ * returns at once and `done` is decremented when the copy has finished. Both ranges must lie in
+ * allocations of this runtime (hm_mem_alloc; host memory from HM_POOL_HOST): plain host memory
+ * (malloc, the stack) is refused with HM_ERR_INVALID_ARG naming the side, never copied. */
 hm_status hm_mem_copy(hm_runtime *rt, void *dst, const void *src, size_t n, hm_signal done);
 /* Fill `count` 32-bit words at p (4-byte aligned) with value. */
 hm_status hm_mem_fill(hm_runtime *rt, void *p, uint32_t value, size_t count);
@@ -200,16 +203,16 @@ hm_status hm_persistent_grid(const hm_kernel *k, hm_agent *a, uint32_t ctas, uin
 
 /* Launch d (d->ctas 0: the whole resident grid) after the residency check, then verify that every
  * CTA arrived within arrival_timeout_ns (0: 10 s) through the kernel's handshake (device/dev.h
- * dev_persist_arrive on the struct dev_persist whose address the caller put in the kernel's
+ * dev_persist_arrive on the struct hm_dev_persist whose address the caller put in the kernel's
  * arguments). If not, the launch is told to abort and HM_ERR_REFUSED says how many arrived and
  * how the aborted launch ended within another arrival_timeout_ns (when d has a completion signal):
  * not at all (still in flight), or failed on the agent, with its reason. A queue error before the
  * grid arrived returns HM_ERR_QUEUE_FAULT with the agent's reason. */
-struct dev_persist;
-hm_status hm_persistent_launch(hm_queue *q, const hm_dispatch *d, struct dev_persist *arrive,
+struct hm_dev_persist;
+hm_status hm_persistent_launch(hm_queue *q, const hm_dispatch *d, struct hm_dev_persist *arrive,
                                uint64_t arrival_timeout_ns);
 /* A handshake word in host-visible fine-grained memory (free with hm_mem_free). */
-hm_status hm_persist_new(hm_agent *a, struct dev_persist **out);
+hm_status hm_persist_new(hm_agent *a, struct hm_dev_persist **out);
 
 /* ---------------------------------------------------------------- IPC */
 

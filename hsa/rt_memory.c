@@ -144,10 +144,18 @@ static hsa_agent_t owner_of(hm_runtime *rt, const void *p) {
 
 hm_status hm_mem_copy(hm_runtime *rt, void *dst, const void *src, size_t n, hm_signal done) {
   if (!rt || !dst || !src || n == 0) return hm_fail(HM_ERR_INVALID_ARG, "hm_mem_copy: NULL pointer or zero bytes");
+  /* The copy engine reaches only memory the HSA runtime knows: plain host memory (malloc, the
+   * stack) would need locking first, which this runtime does not do; say so and name the side. */
   struct hm_alloc da, sa;
-  if (!hm_rt_find_alloc(rt, dst, &da) || !hm_rt_find_alloc(rt, src, &sa) || (char *)dst + n > (char *)da.p + da.size ||
-      (const char *)src + n > (char *)sa.p + sa.size)
-    return hm_fail(HM_ERR_INVALID_ARG, "hm_mem_copy: a range is outside this runtime's allocations");
+  const char *side = !hm_rt_find_alloc(rt, dst, &da) ? "destination" : !hm_rt_find_alloc(rt, src, &sa) ? "source" : NULL;
+  if (side)
+    return hm_fail(HM_ERR_INVALID_ARG,
+                   "hm_mem_copy: the %s (%p) is not memory of this runtime; copies need both ends from hm_mem_alloc "
+                   "(host memory: HM_POOL_HOST), not malloc or stack memory",
+                   side, side[0] == 'd' ? dst : (void *)(uintptr_t)src);
+  if ((char *)dst + n > (char *)da.p + da.size || (const char *)src + n > (char *)sa.p + sa.size)
+    return hm_fail(HM_ERR_INVALID_ARG, "hm_mem_copy: %zu bytes run past the end of the %s allocation", n,
+                   (char *)dst + n > (char *)da.p + da.size ? "destination" : "source");
   hsa_signal_t sig = {done.handle};
   bool wait = done.handle == 0;
   if (wait) {

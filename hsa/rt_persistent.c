@@ -55,17 +55,17 @@ hm_status hm_persistent_grid(const hm_kernel *k, hm_agent *a, uint32_t ctas, uin
   return HM_OK;
 }
 
-hm_status hm_persist_new(hm_agent *a, struct dev_persist **out) {
+hm_status hm_persist_new(hm_agent *a, struct hm_dev_persist **out) {
   if (!out) return hm_fail(HM_ERR_INVALID_ARG, "hm_persist_new: out is NULL");
   void *p;
-  hm_status s = hm_mem_alloc(a, HM_POOL_HOST, sizeof(struct dev_persist), 0, &p);
+  hm_status s = hm_mem_alloc(a, HM_POOL_HOST, sizeof(struct hm_dev_persist), 0, &p);
   if (s) return s;
-  memset(p, 0, sizeof(struct dev_persist));
+  memset(p, 0, sizeof(struct hm_dev_persist));
   *out = p;
   return HM_OK;
 }
 
-hm_status hm_persistent_launch(hm_queue *q, const hm_dispatch *d, struct dev_persist *arrive,
+hm_status hm_persistent_launch(hm_queue *q, const hm_dispatch *d, struct hm_dev_persist *arrive,
                                uint64_t arrival_timeout_ns) {
   if (!q || !d || !arrive) return hm_fail(HM_ERR_INVALID_ARG, "hm_persistent_launch: NULL argument");
   struct hm_alloc a;

@@ -268,11 +268,12 @@ hm_status hm_runtime_open(const char *which, hm_runtime **out) {
       char why[512];
       snprintf(why, sizeof why, "%s", hm_errmsg());
       s = try_open(rt, simlib, false);
+      /* Through the log, not stderr: a library is silent unless asked (HSAMONO_LOG); a tool
+       * says where it runs itself (hm_runtime_is_sim, hm_runtime_describe). Once a process. */
       static _Atomic bool told;
-      if (!s && !atomic_exchange(&told, true)) {
-        fprintf(stderr, "hsa-mono: no GPU agent; running on the software HSA agent (timings are not GPU timings)\n");
-        hm_log(HM_LOG_INFO, "ROCr: %s", why);
-      }
+      if (!s && !atomic_exchange(&told, true))
+        hm_log(HM_LOG_WARN, "no GPU agent (ROCr: %s); running on the software HSA agent (timings are not GPU timings)",
+               why);
       if (s) hm_fail_prefix(s, "no GPU agent (%s), and the software agent did not start either", why);
     }
   } else {

@@ -90,7 +90,7 @@ hm_status layer_tool_route(hm_runtime *rt, hm_layer_group *g, uint32_t S, float 
   hm_k2 *k2 = hm_layer_k2(hm_layer_group_rank(g, 0));
   const hm_layer_config *c = hm_ffn_layer(k2);
   const uint32_t D = c->hidden, K = c->topk;
-  struct ffn_scratch F;
+  struct hm_ffn_scratch_layout F;
   const uint8_t *dev = hm_ffn_scratch(k2, S, &F);
   if (!dev) return hm_fail(HM_ERR_INVALID_ARG, "layer tool: no step of %u rows has run", S);
   hm_agent *a = hm_layer_group_agent(g, 0);

@@ -10,7 +10,7 @@ struct ar_allreduce_lds {
 
 DEV_KERNEL(ar_allreduce, struct ar_allreduce_args, AR_CTA) {
   DEV_LDS(struct ar_allreduce_lds, lds);
-  struct ar_link link = args.link;
+  struct hm_ar_link link = args.link;
   u32 n = args.rows * args.pairs;
   u32 batch = args.batch;
   if (link.tp < 1u || link.tp > AR_MAX_TP || link.rank >= link.tp || batch < 1u || batch > AR_MAX_BATCH ||

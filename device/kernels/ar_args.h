@@ -12,7 +12,7 @@
  *     AR_ABORT_OFF   u32: the owner's abort word: 0 while healthy, else a status code (below),
  *                    written by whichever rank gave up first; every poll on a peer watches it
  *     AR_PEERS_OFF   u64 [AR_MAX_TP]: the arena table: every rank's arena as the owner maps it,
- *                    its own included (ar_link.peers points here, in the owner's own arena)
+ *                    its own included (hm_ar_link.peers points here, in the owner's own arena)
  *   [AR_CTRL_BYTES, + half)                   half 0: inboxes of even epochs
  *   [AR_CTRL_BYTES + half, + 2 half)          half 1: inboxes of odd epochs
  * A region is a byte range at the same offset in both halves of every arena (hm_heap_reserve). An
@@ -50,7 +50,7 @@
 /* ---------------------------------------------------------------- a kernel's link to the heap */
 
 /* Part of the arguments of any kernel that runs the protocol (48 bytes): hm_heap_link fills it. */
-struct ar_link {
+struct hm_ar_link {
   u64 peers;          /* u64 [tp]: the arena table (this rank's arena + AR_PEERS_OFF) */
   u64 status;         /* u32: the launch's sticky status word (host-visible; 0 = fine) */
   u64 half_bytes;     /* bytes of one parity half */
@@ -58,7 +58,7 @@ struct ar_link {
   u32 rank, tp;
   u32 pad[2];
 };
-DEV_ARGS_CHECK(ar_link, 48);
+DEV_ARGS_CHECK(hm_ar_link, 48);
 
 /* ---------------------------------------------------------------- the standalone launch */
 
@@ -69,7 +69,7 @@ DEV_ARGS_CHECK(ar_link, 48);
 #define AR_CTA 256u /* work-items a CTA */
 #define AR_WHERE_STANDALONE 1u
 struct ar_allreduce_args {
-  struct ar_link link; /* the heap, the status word, the wait bound */
+  struct hm_ar_link link; /* the heap, the status word, the wait bound */
   u64 epoch;           /* u32 [DEV_EPOCH_WORDS]: this all-reduce's epoch buffer */
   u64 in;              /* bf16 [rows][2 * pairs]: this rank's contribution */
   u64 out;             /* bf16 [rows][2 * pairs]: the sum (may be `in`) */

@@ -7,7 +7,7 @@ DEV_KERNEL(ffn, struct ffn_args, 512) {
   DEV_LDS(struct ffn_lds, lds);
   /* a replay of a recorded step finds the handshake's verdict GO from the launch before (it is
    * reset only by hm_persistent_launch): its grid was checked resident then */
-  if (!dev_persist_arrive((__global struct dev_persist *)DEV_ARGS_PTR(struct ffn_args)->persist, &lds->word[0])) return;
+  if (!dev_persist_arrive((__global struct hm_dev_persist *)DEV_ARGS_PTR(struct ffn_args)->persist, &lds->word[0])) return;
   struct ffn_ctx c;
   ffn_begin(&c, DEV_ARGS_PTR(struct ffn_args), lds);
   ffn_stages(&c, lds, 1u);

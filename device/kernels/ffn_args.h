@@ -10,7 +10,7 @@
 /* The scratch's regions, byte offsets from its base (each 128-byte aligned so no two share a
  * cache line). Tagged pairs are u64 (value, tag); flags are u32 tags; the rest is plain data
  * published by a flag (spec/mono.md §3.3). */
-struct ffn_scratch {
+struct hm_ffn_scratch_layout {
   u64 lin;     /* pairs [S][D/2]: the collapsed stream, two bf16 a pair */
   u64 pmix;    /* pairs [D/32][S][25]: f32 mix partials and sums of squares of each slice */
   u64 normed;  /* u16 [S][D] bf16: the FFN seam's normed rows (router input) */
@@ -56,11 +56,11 @@ struct ffn_args {
   u64 out;      /* bf16 [S][D]: x, the reduced MoE output */
   /* the launch's state */
   u64 scratch;  /* this width's mailboxes, zero at first use */
-  struct ffn_scratch L; /* their layout (ffn_scratch_layout, computed by the host) */
+  struct hm_ffn_scratch_layout L; /* their layout (ffn_scratch_layout, computed by the host) */
   u64 epoch;    /* this runner's epoch buffer (device/epoch.h) */
-  u64 persist;  /* struct dev_persist: the persistent launch's arrival line */
+  u64 persist;  /* struct hm_dev_persist: the persistent launch's arrival line */
   /* the peers (device/ar.h) */
-  struct ar_link link; /* the arena table, the status word, the bound of a wait on a peer */
+  struct hm_ar_link link; /* the arena table, the status word, the bound of a wait on a peer */
   u64 region_attn;     /* byte offset in a half of the attention output's all-reduce inboxes */
   u64 region_ffn;      /* byte offset in a half of the MoE output's all-reduce inboxes */
   /* dims */
@@ -95,7 +95,7 @@ static inline u32 ffn_max_slot_tiles(u32 picks) { return picks + picks / FFN_TIL
 static inline u64 ffn_align128(u64 v) { return (v + 127u) & ~(u64)127u; }
 
 static inline void ffn_scratch_layout(u32 S, u32 D, u32 E, u32 K, u32 I, u32 Ir, u32 Sh, u32 ug_groups,
-                                      struct ffn_scratch *l) {
+                                      struct hm_ffn_scratch_layout *l) {
   u64 o = 0, P = (u64)S * K;
   l->lin = o, o = ffn_align128(o + (u64)S * (D / 2) * 8);
   l->pmix = o, o = ffn_align128(o + (u64)(D / 32) * S * FFN_PMIX * 8);

@@ -8,7 +8,7 @@ DEV_KERNEL(k1, struct k1_args, 512) {
   DEV_LDS(struct k1_lds, lds);
   /* a replay of a recorded step finds the handshake's verdict GO from the launch before (it is
    * reset only by hm_persistent_launch): its grid was checked resident then */
-  if (!dev_persist_arrive((__global struct dev_persist *)DEV_ARGS_PTR(struct k1_args)->persist, &lds->word[0])) return;
+  if (!dev_persist_arrive((__global struct hm_dev_persist *)DEV_ARGS_PTR(struct k1_args)->persist, &lds->word[0])) return;
   struct k1_ctx c;
   c.a = DEV_ARGS_PTR(struct k1_args);
   /* K1 tags 2e + 1 and only reads e, unless it runs alone on its epoch buffer (advance): then every

@@ -35,7 +35,7 @@ struct kt_args {
 DEV_ARGS_CHECK(kt_args, 88);
 
 /* K1's mailboxes, byte offsets from the width's scratch (128-byte aligned regions). */
-struct k1_scratch {
+struct hm_k1_scratch_layout {
   u64 lin, pmix;   /* the seam's (seam_args) */
   u64 x8, x8s;     /* rule V of the normed rows: e4m3 [S][D], codes [S][D/32] */
   u64 xrdy;        /* u32 [S] */
@@ -66,9 +66,9 @@ struct k1_args {
   u64 qr_out;         /* bf16 [S][Q]: the normed q latent (index build), else 0 */
   /* state */
   u64 scratch;        /* this width's mailboxes */
-  struct k1_scratch L;
+  struct hm_k1_scratch_layout L;
   u64 epoch;          /* the epoch buffer (device/epoch.h) K1 shares with the launch after it */
-  u64 persist;        /* struct dev_persist */
+  u64 persist;        /* struct hm_dev_persist */
   /* dims */
   u32 Q, H, swa_block;
   u32 index_build;    /* 1: x_out / qr_out, no key table */
@@ -86,7 +86,7 @@ DEV_ARGS_CHECK(keylist_args, 88);
 static inline u64 k1_align128(u64 v) { return (v + 127u) & ~(u64)127u; }
 
 /* K1's scratch for S rows, D hidden, Q q latent. */
-static inline void k1_scratch_layout(u32 S, u32 D, u32 Q, struct k1_scratch *l) {
+static inline void k1_scratch_layout(u32 S, u32 D, u32 Q, struct hm_k1_scratch_layout *l) {
   u64 o = 0, N = (u64)Q + K1_HEAD;
   l->lin = o, o = k1_align128(o + (u64)S * (D / 2) * 8);
   l->pmix = o, o = k1_align128(o + (u64)(D / 32) * S * SEAM_PMIX * 8);

@@ -8,7 +8,7 @@ DEV_KERNEL(k2, struct k2_args, 512) {
   DEV_LDS(union k2_lds, lds);
   /* a replay of a recorded step finds the handshake's verdict GO from the launch before (it is
    * reset only by hm_persistent_launch): its grid was checked resident then */
-  if (!dev_persist_arrive((__global struct dev_persist *)DEV_ARGS_PTR(struct k2_args)->ffn.persist, &lds->f.word[0]))
+  if (!dev_persist_arrive((__global struct hm_dev_persist *)DEV_ARGS_PTR(struct k2_args)->ffn.persist, &lds->f.word[0]))
     return;
   /* the FFN launch's context: the epoch (every CTA marks it, CTA 0 advances it at the end), the
    * tag 2e + 2 (K1 of this step tagged 2e + 1 on the same epoch buffer), the peers' deadline */

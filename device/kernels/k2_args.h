@@ -17,7 +17,7 @@
 
 /* The back's mailboxes, byte offsets from the width's scratch base (ffn_args.scratch), placed after
  * the FFN stages' regions (k2_scratch_layout), each 128-byte aligned. */
-struct k2_scratch {
+struct hm_k2_scratch_layout {
   u64 oc;    /* bf16 [S][nch][H][512]: a chunk's unnormalised output, one split unit each */
   u64 ml;    /* f32 [S][nch][H][2]: the chunk's max m_c (log2 domain) and sum l_c */
   u64 srdy;  /* u32 [S][nch]: the split unit is done */
@@ -47,7 +47,7 @@ struct k2_back_args {
   u64 cos_sin;     /* f32 [positions][64]: 32 cos, 32 sin */
   u64 wo_a, wo_a_s; /* e4m3 [o_rows][4096], e8m0 [o_rows/32][128] */
   u64 wo_b, wo_b_s; /* e4m3 [D][o_rows], e8m0 [D/32][o_rows/32] */
-  struct k2_scratch L;
+  struct hm_k2_scratch_layout L;
   u32 H;           /* heads of this rank (16 or 32; tiny configs alike) */
   u32 o_lora;      /* wo_a rows a group (1024; 256 tiny) */
   u32 ck;          /* keys a split unit: 64 or 128 (hm_attn_chunk_keys) */
@@ -68,7 +68,7 @@ DEV_ARGS_CHECK(k2_args, 800);
 static inline u32 k2_nchunks(u32 ck) { return K2_KEYS / ck; }
 
 /* The back's regions after the FFN stages' `base` bytes: S rows, H heads, o_rows = H / 8 * o_lora. */
-static inline void k2_scratch_layout(u64 base, u32 S, u32 H, u32 o_lora, u32 ck, struct k2_scratch *l) {
+static inline void k2_scratch_layout(u64 base, u32 S, u32 H, u32 o_lora, u32 ck, struct hm_k2_scratch_layout *l) {
   u64 o = ffn_align128(base), nch = k2_nchunks(ck), G = H / K2_GROUP_HEADS, orows = (u64)G * o_lora;
   l->oc = o, o = ffn_align128(o + (u64)S * nch * H * K2_HEAD * 2);
   l->ml = o, o = ffn_align128(o + (u64)S * nch * H * 8);

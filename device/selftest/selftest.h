@@ -49,7 +49,7 @@ DEV_ARGS_CHECK(st_count_args, 16);
 struct st_hold_args { u64 flag; u64 ticks; };
 DEV_ARGS_CHECK(st_hold_args, 16);
 
-/* st_gridbar: a persistent kernel: the arrival handshake (persist: a struct dev_persist), then a
+/* st_gridbar: a persistent kernel: the arrival handshake (persist: a struct hm_dev_persist), then a
  * grid barrier run `epochs` times. bar[0] = arrivals in the low 16 bits and a generation above
  * them (never reset); out[cta] counts the epochs each CTA saw complete. For the tests of failed
  * launches: verdict (0: none) gets each CTA's verdict (DEV_PERSIST_GO or _ABORT; 0 stays for a

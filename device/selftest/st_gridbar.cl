@@ -11,7 +11,7 @@ DEV_KERNEL(st_gridbar, struct st_gridbar_args, 256) {
   __global u32 *bar = (__global u32 *)args.bar;
   __global u32 *out = (__global u32 *)args.out;
   u32 ncta = dev_ncta(), cta = dev_cta();
-  u32 go = dev_persist_arrive((__global struct dev_persist *)args.persist, &lds->ok);
+  u32 go = dev_persist_arrive((__global struct hm_dev_persist *)args.persist, &lds->ok);
   if (args.verdict && dev_lid() == 0)
     ((__global u32 *)args.verdict)[cta] = go ? DEV_PERSIST_GO : DEV_PERSIST_ABORT;
   if (args.trap == cta + 1u && dev_lid() == 0) dev_trap();

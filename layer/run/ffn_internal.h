@@ -29,8 +29,8 @@ enum k2_tensor { K2_T_SINK, K2_T_COS_SIN, K2_T_WO_A, K2_T_WO_A_S, K2_T_WO_B, K2_
  * both struct ffn_args.scratch and the back's offsets. */
 struct ffn_width {
   void *scratch;
-  struct ffn_scratch layout;
-  struct k2_scratch back; /* K2 mode: back.bytes is the allocation's size */
+  struct hm_ffn_scratch_layout layout;
+  struct hm_k2_scratch_layout back; /* K2 mode: back.bytes is the allocation's size */
   uint32_t ck;            /* K2 mode: keys a split unit at this width (hm_attn_chunk_keys) */
 };
 
@@ -53,7 +53,7 @@ struct hm_ffn {
   size_t region_attn, region_ffn;
   uint32_t *epoch;       /* DEV_EPOCH_WORDS, device memory */
   uint32_t *status;      /* host-visible */
-  struct dev_persist *persist;
+  struct hm_dev_persist *persist;
   void *kernarg;         /* the step's arguments (a step waits, so one slot serves) */
   hm_signal done;
   struct ffn_width width[FFN_MAX_ROWS + 1];

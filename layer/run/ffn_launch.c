@@ -160,7 +160,7 @@ hm_status hm_ffn_prepare(hm_ffn *f, uint32_t rows) {
   return s;
 }
 
-const void *hm_ffn_scratch(const hm_ffn *f, uint32_t rows, struct ffn_scratch *layout) {
+const void *hm_ffn_scratch(const hm_ffn *f, uint32_t rows, struct hm_ffn_scratch_layout *layout) {
   if (!f || rows < 1 || rows > FFN_MAX_ROWS || !f->width[rows].scratch) return NULL;
   if (layout) *layout = f->width[rows].layout;
   return f->width[rows].scratch;

@@ -86,9 +86,9 @@ hm_status hm_ffn_step_bytes(const hm_ffn *f, uint32_t rows, uint64_t *bytes, uin
 
 /* For the harness's stage checks: the device address and layout of width rows' mailboxes (the
  * stage outputs of the last step of that width: normed rows, quantised inputs, route, MID, ...),
- * laid out as device/kernels/ffn_args.h's struct ffn_scratch. NULL before that width's first step. */
-struct ffn_scratch;
-const void *hm_ffn_scratch(const hm_ffn *f, uint32_t rows, struct ffn_scratch *layout);
+ * laid out as device/kernels/ffn_args.h's struct hm_ffn_scratch_layout. NULL before that width's first step. */
+struct hm_ffn_scratch_layout;
+const void *hm_ffn_scratch(const hm_ffn *f, uint32_t rows, struct hm_ffn_scratch_layout *layout);
 
 #ifdef __cplusplus
 }

@@ -115,9 +115,9 @@ bool hm_k1_index_build(const hm_k1 *k);
 uint64_t hm_k1_step_bytes(const hm_k1 *k, uint32_t rows);
 
 /* For the harness's stage checks: the device address and layout of width rows' mailboxes
- * (device/kernels/k1_args.h's struct k1_scratch). NULL before that width's first step. */
-struct k1_scratch;
-const void *hm_k1_scratch(const hm_k1 *k, uint32_t rows, struct k1_scratch *layout);
+ * (device/kernels/k1_args.h's struct hm_k1_scratch_layout). NULL before that width's first step. */
+struct hm_k1_scratch_layout;
+const void *hm_k1_scratch(const hm_k1 *k, uint32_t rows, struct hm_k1_scratch_layout *layout);
 
 #ifdef __cplusplus
 }

@@ -70,9 +70,9 @@ uint32_t hm_k2_chunk_keys(const hm_k2 *k, uint32_t rows);
 uint64_t hm_k2_back_bytes(const hm_k2 *k, uint32_t rows, const int32_t *klen);
 
 /* For the harness's stage checks: the back's mailboxes of width rows (device/kernels/k2_args.h's
- * struct k2_scratch, offsets from the returned base, which is also hm_ffn_scratch's). */
-struct k2_scratch;
-const void *hm_k2_scratch(const hm_k2 *k, uint32_t rows, struct k2_scratch *layout);
+ * struct hm_k2_scratch_layout, offsets from the returned base, which is also hm_ffn_scratch's). */
+struct hm_k2_scratch_layout;
+const void *hm_k2_scratch(const hm_k2 *k, uint32_t rows, struct hm_k2_scratch_layout *layout);
 
 #ifdef __cplusplus
 }

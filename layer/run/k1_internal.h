@@ -15,7 +15,7 @@ enum k1_tensor {
 /* A width's mailboxes (zeroed once, never cleared again: the epoch tags them). */
 struct k1_width {
   void *scratch;
-  struct k1_scratch layout;
+  struct hm_k1_scratch_layout layout;
 };
 
 struct hm_k1 {
@@ -32,7 +32,7 @@ struct hm_k1 {
   void *w[K1_T_COUNT];   /* device copies */
   uint32_t *epoch;       /* DEV_EPOCH_WORDS: the caller's (shared with K2) or own_epoch */
   uint32_t *own_epoch;   /* allocated here when the caller gives none; K1 then advances it */
-  struct dev_persist *persist;
+  struct hm_dev_persist *persist;
   void *kernarg;         /* the step's arguments (hm_k1_step waits, so one slot serves) */
   void *kl_kernarg;      /* the keylist launch's (waited for too) */
   hm_signal done;

@@ -211,7 +211,7 @@ hm_status hm_k1_prepare(hm_k1 *k, uint32_t rows) {
   return s;
 }
 
-const void *hm_k1_scratch(const hm_k1 *k, uint32_t rows, struct k1_scratch *layout) {
+const void *hm_k1_scratch(const hm_k1 *k, uint32_t rows, struct hm_k1_scratch_layout *layout) {
   if (!k || rows < 1 || rows > K1_MAX_ROWS || !k->width[rows].scratch) return NULL;
   if (layout) *layout = k->width[rows].layout;
   return k->width[rows].scratch;

@@ -129,7 +129,7 @@ uint64_t hm_k2_back_bytes(const hm_k2 *k, uint32_t rows, const int32_t *klen) {
   return weights + rope + in + keys * K2_RECORD;
 }
 
-const void *hm_k2_scratch(const hm_k2 *k, uint32_t rows, struct k2_scratch *layout) {
+const void *hm_k2_scratch(const hm_k2 *k, uint32_t rows, struct hm_k2_scratch_layout *layout) {
   if (!k || k->mode != FFN_MODE_K2 || rows < 1 || rows > FFN_MAX_ROWS || !k->width[rows].scratch) return NULL;
   if (layout) *layout = k->width[rows].back;
   return k->width[rows].scratch;

@@ -7,7 +7,6 @@
 #include <stdint.h>
 
 #include "hm_config.h"
-#include "layouts.h"
 #include "hm_status.h"
 #include "hm_tensor.h"
 
@@ -117,8 +116,9 @@ const hm_tensor *hm_weights_get(const hm_layer_weights *w, const char *name);
 
 /* ---------------------------------------------------------------- layouts (spec/mono.md §4.2) */
 
-/* hm_w13_row, hm_fp4_shuffle_offset, hm_scale_shuffle_index: device/layouts.h, shared with the
- * kernels that read these layouts. */
+/* hm_w13_row, hm_fp4_shuffle_offset, hm_scale_shuffle_index live in device/layouts.h, shared
+ * with the kernels that read these layouts; it is internal (not installed), so the library's own
+ * code that needs them includes it directly. */
 
 /* ---------------------------------------------------------------- decoders for the reference */
 

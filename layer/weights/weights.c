@@ -8,6 +8,7 @@
 
 #include "formats.h"
 #include "hm_weights.h"
+#include "layouts.h"
 
 /* ---------------------------------------------------------------- reading the source */
 

@@ -73,7 +73,7 @@ START_TEST(threads_tp_2_4_8) {
       ck_assert_uint_eq(hm_heap_tp(h), tp);
       ck_assert_uint_ge(hm_heap_half_bytes(h), hm_allreduce_region_bytes(tp, 48, 5120));
       uint32_t status = 0;
-      struct ar_link link;
+      struct hm_ar_link link;
       ck_assert_int_eq(hm_heap_link(h, &status, 1000000000ull, &link), HM_OK);
       ck_assert_uint_eq(link.rank, r);
       ck_assert_uint_eq(link.tp, tp);
@@ -248,7 +248,7 @@ START_TEST(arguments) {
   ck_assert_int_eq(hm_heap_reserve(h, 129, &off), HM_ERR_NO_MEMORY); /* 8064 + 129 > 8192 */
   ck_assert_msg(strstr(hm_errmsg(), "128 of the heap's 8192-byte half free"), "%s", hm_errmsg());
   uint32_t st;
-  struct ar_link l;
+  struct hm_ar_link l;
   ck_assert_int_eq(hm_heap_link(h, NULL, 1, &l), HM_ERR_INVALID_ARG);
   ck_assert_int_eq(hm_heap_link(h, &st, 0, &l), HM_ERR_INVALID_ARG);
   ck_assert_int_eq(hm_heap_link(h, (uint32_t *)((char *)&st + 1), 1, &l), HM_ERR_INVALID_ARG);

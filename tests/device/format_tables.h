@@ -1,8 +1,9 @@
 /* tests/device/format_tables.h: reads the independent number-format tables of
- * ../shared/data/formats (HSAMONO_SHARED_DATA) at run time, for the format and cvt tests.
+ * tests/data/formats (HSAMONO_TEST_DATA, set by meson test) at run time, for the format and cvt tests.
  *
- * The tables are never copied into the project: tests open them where the environment says,
- * and fail (not skip) when they are missing, so a green run always means "checked".
+ * The tables are byte-identical copies of the project's shared reference data (provenance and
+ * sha256 sums in tests/data/PROVENANCE.md). Tests fail (not skip) when they are missing, so a
+ * green run always means "checked".
  */
 #ifndef HM_TEST_FORMAT_TABLES_H
 #define HM_TEST_FORMAT_TABLES_H
@@ -30,8 +31,8 @@ struct ft_encode {
 };
 
 static inline FILE *ft_open(const char *sub, const char *name) {
-  const char *dir = getenv("HSAMONO_SHARED_DATA");
-  ck_assert_msg(dir && *dir, "HSAMONO_SHARED_DATA is not set (meson test sets it)");
+  const char *dir = getenv("HSAMONO_TEST_DATA");
+  ck_assert_msg(dir && *dir, "HSAMONO_TEST_DATA is not set (meson test sets it to tests/data)");
   char path[1024];
   snprintf(path, sizeof path, "%s/%s/%s", dir, sub, name);
   FILE *f = fopen(path, "r");

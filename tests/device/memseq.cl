@@ -285,13 +285,13 @@ DEV_KERNEL(ms_epoch_end, struct ms_args, 256) {
 /* ---------------------------------------------------------------- the all-reduce (device/ar.h) */
 
 DEV_KERNEL(ms_ar_push, struct ms_args, 256) {
-  struct ar_link link = *(__global const struct ar_link *)args.a;
+  struct hm_ar_link link = *(__global const struct hm_ar_link *)args.a;
   struct ar_view v;
   ar_view_init(&v, link, 0u, 1u, args.n, args.v, 0u, 0u, 1u);
   ar_push(&v, dev_lid(), MS_D[dev_lid()]);
 }
 DEV_KERNEL(ms_ar_reduce, struct ms_args, 256) {
-  struct ar_link link = *(__global const struct ar_link *)args.a;
+  struct hm_ar_link link = *(__global const struct hm_ar_link *)args.a;
   struct ar_view v;
   ar_view_init(&v, link, 0u, 1u, args.n, args.v, 0u, dev_realtime() + link.deadline_ticks, 1u);
   u32 out[AR_MAX_BATCH];
@@ -302,7 +302,7 @@ DEV_KERNEL(ms_ar_reduce, struct ms_args, 256) {
 
 DEV_KERNEL(ms_persist_arrive, struct ms_args, 256) {
   DEV_LDS(struct ms_lds, lds);
-  if (dev_persist_arrive((__global struct dev_persist *)args.a, &lds->w[0])) MS_O[dev_lid()] = MS_D[dev_lid()];
+  if (dev_persist_arrive((__global struct hm_dev_persist *)args.a, &lds->w[0])) MS_O[dev_lid()] = MS_D[dev_lid()];
 }
 
 /* ---------------------------------------------------------------- the canary */

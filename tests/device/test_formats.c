@@ -1,5 +1,5 @@
 /* tests/device/test_formats.c: device/formats.h against the independent format tables of
- * ../shared/data/formats and hand-worked cases of the MX rules (spec/mono.md §2.0, §2.6).
+ * tests/data/formats and hand-worked cases of the MX rules (spec/mono.md §2.0, §2.6).
  *
  * Expected values in the hand-worked cases are derived in the comments beside them, not read
  * back from the code under test.

@@ -97,7 +97,7 @@ START_TEST(persistent_grid_barrier) {
   const hm_kernel *k = t_kernel(t_program(a), "st_gridbar");
   const uint32_t ctas = 8, epochs = 4, launches = 1000;
   uint32_t *bar = t_host(a, 64), *out = t_host(a, 4 * ctas);
-  struct dev_persist *arrive;
+  struct hm_dev_persist *arrive;
   ck_assert_int_eq(hm_persist_new(a, &arrive), HM_OK);
   struct st_gridbar_args args = {.bar = (uint64_t)(uintptr_t)bar, .out = (uint64_t)(uintptr_t)out,
                                  .persist = (uint64_t)(uintptr_t)arrive, .epochs = epochs};
@@ -138,7 +138,7 @@ START_TEST(residency_refusal) {
   /* and a refused persistent launch writes nothing */
   hm_queue *q;
   ck_assert_int_eq(hm_queue_create(a, 64, &q), HM_OK);
-  struct dev_persist *arrive;
+  struct hm_dev_persist *arrive;
   ck_assert_int_eq(hm_persist_new(a, &arrive), HM_OK);
   uint32_t *out = t_host(a, 4 * 512 * (4 * cus + 1));
   struct st_barrier_args args = {.out = (uint64_t)(uintptr_t)out, .rounds = 1};
@@ -171,7 +171,7 @@ START_TEST(arrival_check) {
   nap_ms(200); /* let the holding grid take its CUs */
   const hm_kernel *k = t_kernel(p, "st_gridbar");
   uint32_t *bar = t_host(a, 64), *out = t_host(a, 4 * 8);
-  struct dev_persist *arrive;
+  struct hm_dev_persist *arrive;
   ck_assert_int_eq(hm_persist_new(a, &arrive), HM_OK);
   struct st_gridbar_args args = {.bar = (uint64_t)(uintptr_t)bar, .out = (uint64_t)(uintptr_t)out,
                                  .persist = (uint64_t)(uintptr_t)arrive, .epochs = 1};
@@ -208,7 +208,7 @@ struct partial {
   hm_agent *a;
   hm_queue *q;
   uint32_t *bar, *out, *verdict;
-  struct dev_persist *arrive;
+  struct hm_dev_persist *arrive;
   hm_signal done;
   hm_dispatch d;
 };

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "formats.h"
 #include "hm_hsa.h"
@@ -50,6 +51,65 @@ START_TEST(open_errors) {
   }
   /* the runtime can be opened and closed repeatedly */
   for (int i = 0; i < 3; i++) hm_runtime_close(t_open());
+}
+END_TEST
+
+/* ---------------------------------------------------------------- silence (issue 14) */
+
+/* hm_runtime_open("auto") with this process's stderr sent to a scratch file: what it wrote there
+ * (the caller frees) and whether it chose the software agent. Check runs each test in its own
+ * child, so HSAMONO_LOG (read once a process) and the once-a-process notice start fresh. */
+static char *stderr_of_auto_open(bool *sim) {
+  FILE *f = tmpfile();
+  ck_assert_ptr_nonnull(f);
+  fflush(stderr);
+  int saved = dup(2);
+  ck_assert_int_ge(saved, 0);
+  ck_assert_int_eq(dup2(fileno(f), 2), 2);
+  hm_runtime *rt = NULL;
+  hm_status s = hm_runtime_open("auto", &rt);
+  if (s == HM_OK) {
+    *sim = hm_runtime_is_sim(rt);
+    hm_runtime_close(rt);
+  }
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  ck_assert_msg(s == HM_OK, "hm_runtime_open(auto): %s", hm_errmsg());
+  /* the writes went through descriptor 2, which shares f's file offset */
+  ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+  long n = ftell(f);
+  ck_assert_int_ge(n, 0);
+  char *text = calloc(1, (size_t)n + 1);
+  ck_assert_ptr_nonnull(text);
+  rewind(f);
+  ck_assert_uint_eq(fread(text, 1, (size_t)n, f), (size_t)n);
+  fclose(f);
+  return text;
+}
+
+/* Under auto the library says nothing on stderr unless HSAMONO_LOG asks, the fallback to the
+ * software agent included (tools print where they run themselves). */
+START_TEST(auto_is_silent) {
+  unsetenv("HSAMONO_LOG");
+  bool sim = false;
+  char *err = stderr_of_auto_open(&sim);
+  ck_assert_msg(err[0] == 0, "hm_runtime_open(auto) wrote to stderr with HSAMONO_LOG unset: %s", err);
+  free(err);
+}
+END_TEST
+
+/* ... and with HSAMONO_LOG=warn the fallback is told, once, through the log. */
+START_TEST(auto_fallback_logged) {
+  setenv("HSAMONO_LOG", "warn", 1);
+  bool sim = false;
+  char *err = stderr_of_auto_open(&sim);
+  if (sim)
+    ck_assert_msg(strstr(err, "hsa-mono:") && strstr(err, "running on the software HSA agent"),
+                  "HSAMONO_LOG=warn: no fallback notice in \"%s\"", err);
+  else
+    ck_assert_msg(strstr(err, "software HSA agent") == NULL, "ROCr chosen, yet: %s", err);
+  free(err);
 }
 END_TEST
 
@@ -114,6 +174,16 @@ START_TEST(memory_errors) {
   hm_signal none = {0};
   ck_assert_int_eq(hm_mem_copy(rt, p, &local, 4, none), HM_ERR_INVALID_ARG);
   ck_assert_int_eq(hm_mem_copy(rt, p, p, 0, none), HM_ERR_INVALID_ARG);
+  /* plain host memory is refused, clearly, on either side (docs/api.md "Memory a caller passes") */
+  char *plain = malloc(8192);
+  ck_assert_ptr_nonnull(plain);
+  ck_assert_int_eq(hm_mem_copy(rt, p, plain, 64, none), HM_ERR_INVALID_ARG);
+  ck_assert_msg(strstr(hm_errmsg(), "the source") && strstr(hm_errmsg(), "HM_POOL_HOST"), "%s", hm_errmsg());
+  ck_assert_int_eq(hm_mem_copy(rt, plain, p, 64, none), HM_ERR_INVALID_ARG);
+  ck_assert_msg(strstr(hm_errmsg(), "the destination") && strstr(hm_errmsg(), "not malloc"), "%s", hm_errmsg());
+  free(plain);
+  ck_assert_int_eq(hm_mem_copy(rt, p, p, 8193, none), HM_ERR_INVALID_ARG);
+  ck_assert_msg(strstr(hm_errmsg(), "run past the end"), "%s", hm_errmsg());
   ck_assert_int_eq(hm_mem_allow(rt, &local, &a, 1, false), HM_ERR_INVALID_ARG);
   ck_assert_int_eq(hm_mem_allow(rt, p, NULL, 0, false), HM_ERR_INVALID_ARG);
   ck_assert_int_eq(hm_mem_free(rt, p), HM_OK);
@@ -549,6 +619,8 @@ Suite *hm_test_suite(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, open_and_agents);
   tcase_add_test(tc, open_errors);
+  tcase_add_test(tc, auto_is_silent);
+  tcase_add_test(tc, auto_fallback_logged);
   tcase_add_test(tc, memory_pools);
   tcase_add_test(tc, memory_errors);
   tcase_add_test(tc, signals);

@@ -108,7 +108,7 @@ static void expect_ranks_identical(const outs *o, uint32_t tp, uint32_t S, uint3
 static void expect_stages(hm_runtime *rt, hm_ffn_group *g, const ffn_case *c) {
   const uint32_t S = c->S, D = c->cfg.hidden, K = c->cfg.topk, E = c->cfg.experts;
   hm_ffn *f = hm_ffn_group_rank(g, 0);
-  struct ffn_scratch L;
+  struct hm_ffn_scratch_layout L;
   const uint8_t *dev = hm_ffn_scratch(f, S, &L);
   ck_assert_ptr_nonnull(dev);
   uint8_t *scr = tl_fetch(rt, hm_agent_get(rt, 0), dev, L.bytes);
@@ -305,7 +305,7 @@ START_TEST(replays_bit_identical) {
   uint32_t tag[2];
   for (uint32_t r = 0; r < TP; r++) {
     hm_ffn *f = hm_ffn_group_rank(g, r);
-    struct ffn_scratch L;
+    struct hm_ffn_scratch_layout L;
     const uint8_t *scr = hm_ffn_scratch(f, S, &L);
     rec_create(rt, f, hm_agent_get(rt, r), S, D, &rec[r]);
     tag[r] = tl_get_u32(&rec[r].st, scr + L.xrdy);
@@ -324,7 +324,7 @@ START_TEST(replays_bit_identical) {
       hm_ffn *f = hm_ffn_group_rank(g, r);
       ck_assert_msg(hm_chain_wait(rec[r].c, 600000000000ull) == HM_OK && hm_ffn_status(f) == HM_OK,
                     "replay %u, rank %u: %s", n, r, hm_errmsg());
-      struct ffn_scratch L;
+      struct hm_ffn_scratch_layout L;
       const uint8_t *scr = hm_ffn_scratch(f, S, &L);
       uint32_t t = tl_get_u32(&rec[r].st, scr + L.xrdy);
       ck_assert_msg(t == tag[r] + 2, "replay %u, rank %u: tag %u after %u: the epoch did not advance by one", n, r, t,

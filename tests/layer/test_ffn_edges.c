@@ -69,7 +69,7 @@ static void step_expect(hm_runtime *rt, hm_ffn_group *g, const edge_step *s, con
   ck_assert_uint_eq(tl_count_diff(o->comb, tl_f32(&s->ref, "out.comb"), (uint64_t)S * 16), 0);
   ck_assert_uint_eq(tl_count_diff(o->pre, tl_f32(&s->ref, "out.pre"), (uint64_t)S * 4), 0);
   hm_ffn *f = hm_ffn_group_rank(g, 0);
-  struct ffn_scratch L;
+  struct hm_ffn_scratch_layout L;
   const uint8_t *dev = hm_ffn_scratch(f, S, &L);
   ck_assert_ptr_nonnull(dev);
   uint8_t *scr = tl_fetch(rt, hm_agent_get(rt, 0), dev, L.bytes);

@@ -118,7 +118,7 @@ static void expect_gemv_close(const char *what, const float *x, const float *ref
 static void expect_stages(hm_runtime *rt, hm_k1_group *g, k1_case *c, const hm_layer_weights *w) {
   const uint32_t S = c->S, D = c->cfg.hidden, Q = c->Q, N = Q + 512;
   hm_k1 *k = hm_k1_group_rank(g, 0);
-  struct k1_scratch L;
+  struct hm_k1_scratch_layout L;
   const uint8_t *dev = hm_k1_scratch(k, S, &L);
   ck_assert_ptr_nonnull(dev);
   uint8_t *scr = tl_fetch(rt, hm_k1_group_agent(g, 0), dev, L.bytes);
@@ -432,7 +432,7 @@ START_TEST(replays_bit_identical) {
   uint32_t tag[2];
   for (uint32_t r = 0; r < TP; r++) {
     hm_k1 *k1 = hm_k1_group_rank(g, r);
-    struct k1_scratch L;
+    struct hm_k1_scratch_layout L;
     const uint8_t *scr = hm_k1_scratch(k1, sh.S, &L);
     rec_create(rt, k1, hm_k1_group_agent(g, r), &c[0], &rec[r]);
     /* the epoch buffer starts at 0 and each of the SETS steps advanced it by one */
@@ -452,7 +452,7 @@ START_TEST(replays_bit_identical) {
       hm_k1 *k1 = hm_k1_group_rank(g, r);
       ck_assert_msg(hm_chain_wait(rec[r].c, 600000000000ull) == HM_OK && hm_queue_status(rec[r].q) == HM_OK,
                     "replay %u, rank %u: %s", n, r, hm_errmsg());
-      struct k1_scratch L;
+      struct hm_k1_scratch_layout L;
       const uint8_t *scr = hm_k1_scratch(k1, sh.S, &L);
       uint32_t t = tl_get_u32(&rec[r].st, scr + L.xrdy);
       ck_assert_msg(t == tag[r] + 2, "replay %u, rank %u: tag %u after %u: the epoch did not advance by one", n, r, t,

@@ -170,7 +170,7 @@ static void expect_back(hm_runtime *rt, hm_layer_group *g, const layer_case *c, 
   const uint32_t S = c->S, H = c->H, nch = K2_KEYS / c->ck, G = H / 8;
   for (uint32_t r = 0; r < c->tp; r++) {
     const hm_layer_outputs *o = &c->o[r];
-    struct k2_scratch L;
+    struct hm_k2_scratch_layout L;
     const uint8_t *dev = hm_k2_scratch(hm_layer_k2(hm_layer_group_rank(g, r)), S, &L);
     ck_assert_ptr_nonnull(dev);
     uint8_t *scr = tl_fetch(rt, hm_layer_group_agent(g, r), dev, L.bytes);
@@ -237,10 +237,10 @@ static void expect_ffn_half(hm_runtime *rt, hm_layer_group *g, const layer_case 
   const uint32_t S = c->S, D = c->cfg.hidden, K = c->cfg.topk, E = c->cfg.experts;
   float *parts[4] = {0};
   uint8_t *scr0 = NULL;
-  struct ffn_scratch F;
+  struct hm_ffn_scratch_layout F;
   for (uint32_t r = 0; r < c->tp; r++) {
     hm_k2 *k2 = hm_layer_k2(hm_layer_group_rank(g, r));
-    struct k2_scratch L;
+    struct hm_k2_scratch_layout L;
     const uint8_t *dev = hm_k2_scratch(k2, S, &L);
     ck_assert_ptr_nonnull(dev);
     ck_assert_ptr_eq(hm_ffn_scratch(k2, S, &F), dev);

@@ -7,6 +7,7 @@
 
 #include "formats.h"
 #include "helpers.h"
+#include "layouts.h"
 
 /* ---------------------------------------------------------------- layouts */
 

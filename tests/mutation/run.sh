@@ -187,8 +187,6 @@ reset_scratch() {
 setup() {
   make_base
   reset_scratch
-  # meson.build reads ../shared/data beside the source tree
-  if [ -e "$repo/../shared" ]; then ln -sfn "$(cd "$repo/../shared" && pwd)" "$scratch/shared"; fi
   if [ ! -f "$build/build.ninja" ]; then
     say "mutation: configuring $build (--werror)"
     meson setup --werror "$build" "$src" >"$logs/setup.log" 2>&1 || {

@@ -1,5 +1,5 @@
 /* tests/sim/test_isa_cvt.c: the agent's fp8 conversions (hm_isa_cvt) against the independent
- * format tables of ../shared/data/formats, for gfx950 (OCP) and gfx942 (FNUZ).
+ * format tables of tests/data/formats, for gfx950 (OCP) and gfx942 (FNUZ).
  *
  * Every code is decoded from every byte position; every encode-table row whose input is
  * within the format's range is packed from both operand slots into both halves. Above the

@@ -49,11 +49,11 @@ struct table {
 };
 static struct loc *at(struct table *t, unsigned r, unsigned c) { return &t->e[r * t->cols + c]; }
 
-/* INSTR.{A,B,D}.csv of ../shared/data/mfma/cdna3: a header row "X[..][..],0,1,..." then one
+/* INSTR.{A,B,D}.csv of tests/data/mfma/cdna3: a header row "X[..][..],0,1,..." then one
  * row a matrix row, entries "v<reg>{<lane>}.[hi:lo]" (A, B) or "v<reg>{<lane>}" (D) */
 static void load_csv(const char *instr, const char *m, struct table *t) {
-  const char *dir = getenv("HSAMONO_SHARED_DATA");
-  ck_assert_msg(dir && *dir, "HSAMONO_SHARED_DATA is not set (meson test sets it)");
+  const char *dir = getenv("HSAMONO_TEST_DATA");
+  ck_assert_msg(dir && *dir, "HSAMONO_TEST_DATA is not set (meson test sets it to tests/data)");
   char path[1024], line[8192];
   snprintf(path, sizeof path, "%s/mfma/cdna3/%s.%s.csv", dir, instr, m);
   FILE *f = fopen(path, "r");

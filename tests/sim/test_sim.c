@@ -421,7 +421,7 @@ START_TEST(oversubscribed_grid_watchdog) {
   uint32_t resident = hm_kernel_info_of(k)->residency.ctas_per_cu * 2;
   ck_assert_uint_eq(resident, 16);
   uint32_t *bar = t_host(a, 64), *out = t_host(a, 4 * (resident + 1));
-  struct dev_persist *arrive;
+  struct hm_dev_persist *arrive;
   ck_assert_int_eq(hm_persist_new(a, &arrive), HM_OK);
   struct st_gridbar_args args = {.bar = (uint64_t)(uintptr_t)bar, .out = (uint64_t)(uintptr_t)out,
                                  .persist = (uint64_t)(uintptr_t)arrive, .epochs = 1};
@@ -776,7 +776,7 @@ START_TEST(trap_reason_reaches_caller) {
   hm_agent *a = quiet_open("4", &rt, &q);
   const hm_kernel *k = t_kernel(t_program(a), "st_gridbar");
   uint32_t *bar = t_host(a, 64), *out = t_host(a, 4 * 4), *verdict = t_host(a, 4 * 4);
-  struct dev_persist *arrive;
+  struct hm_dev_persist *arrive;
   ck_assert_int_eq(hm_persist_new(a, &arrive), HM_OK);
   struct st_gridbar_args args = {.bar = (uint64_t)(uintptr_t)bar, .out = (uint64_t)(uintptr_t)out,
                                  .persist = (uint64_t)(uintptr_t)arrive, .verdict = (uint64_t)(uintptr_t)verdict,

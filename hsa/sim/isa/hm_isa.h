@@ -4,7 +4,7 @@
  * OPERAND LAYOUTS (register <-> matrix element; "lane L holds ..."; r is the row of A / column
  * of B, i.e. A[r][k] or B[k][r]; element e of a lane is bits [w*e, w*e+w) of its registers
  * a[0..7] / b[0..7] read as one little-endian bit string, w the element width):
- *   CDNA3 (AMD Matrix Instruction Calculator, the tables in ../shared/data/mfma/cdna3):
+ *   CDNA3 (AMD Matrix Instruction Calculator, the tables in tests/data/mfma/cdna3):
  *     16x16x4 f32      A/B: lane 16k + r, element 0       (k < 4)
  *     16x16x16 f16/bf16 A/B: lane 16(k/4) + r, element k%4
  *     32x32x8 bf16     A/B: lane 32(k/4) + r, element k%4
