@@ -212,6 +212,40 @@ START_TEST(topk_ties_and_nan_bias) {
 }
 END_TEST
 
+/* NaN scores: gate rows 1..15 of 16 experts all NaN (a corrupt row of a checkpoint), so 15
+ * experts score NaN and only expert 0 is finite. A NaN's biased value becomes -inf, so the second
+ * of the two picks is the first -inf by the tie rule (expert 1), and its weight must be 0 (the
+ * router's NaN guard), not NaN: a NaN weight would make every pick's normalised weight NaN and
+ * the token's output NaN. The reference picks and weighs the same (ref_moe.c). */
+START_TEST(nan_scores_weigh_zero) {
+  hm_layer_config c = tl_config("tiny", 3, 16, 2);
+  hm_layer_weights w[2];
+  tl_build_group(&c, 2, 660, HM_WPART_FFN, w);
+  for (uint32_t r = 0; r < 2; r++) {
+    hm_tensor *g = (hm_tensor *)hm_weights_get(&w[r], "gate_w");
+    ck_assert_ptr_nonnull(g);
+    const uint64_t cols = hm_tensor_numel(g) / g->shape[0];
+    for (uint64_t e = 1; e < 16; e++)
+      for (uint64_t i = 0; i < cols; i++) {
+        if (g->dtype == HM_DT_BF16) ((uint16_t *)g->data)[e * cols + i] = 0x7fc0;
+        else ((float *)g->data)[e * cols + i] = NAN;
+      }
+  }
+  edge_step s;
+  step_make(&s, w, 2, 3, 661, 1.0f);
+  const int32_t *rids = tl_i32(&s.ref, "router.ids");
+  for (uint32_t t = 0; t < 3; t++)
+    ck_assert_msg(rids[t * 2] == 0 && rids[t * 2 + 1] == 1, "reference, token %u: picks %d %d", t, rids[t * 2],
+                  rids[t * 2 + 1]);
+  const float *x = tl_f32(&s.ref, "out.x");
+  for (uint64_t i = 0; i < 3ull * c.hidden; i++) ck_assert_msg(isfinite(x[i]), "reference out.x[%llu] = %g", (unsigned long long)i, x[i]);
+  step_free(&s);
+  const uint32_t rows[] = {3};
+  run_steps(w, 2, rows, 1, 661, 1.0f, &small_grid);
+  tl_free_group(w, 2);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- grid shapes under chaos */
 
 /* Producers and consumers of every hand-off on different CTAs: odd small grids and the whole one,
@@ -247,6 +281,7 @@ Suite *hm_test_suite(void) {
       {"swiglu_clamps_reached", swiglu_clamps_reached},
       {"norm_epsilon_matters", norm_epsilon_matters},
       {"topk_ties_and_nan_bias", topk_ties_and_nan_bias},
+      {"nan_scores_weigh_zero", nan_scores_weigh_zero},
       {"grid_shapes_under_chaos", grid_shapes_under_chaos},
   };
   for (unsigned i = 0; i < sizeof tests / sizeof *tests; i++) {
