@@ -59,7 +59,8 @@ static void forget_pending(struct sim_memview *m) {
 void sim_mem_reset(struct sim_memview *m) {
   forget_pending(m);
   if (m->cache) memset(m->cache, 0, SIM_CACHE_LINES * sizeof *m->cache);
-  memset(&m->last, 0, sizeof m->last);
+  memset(m->last, 0, sizeof m->last);
+  m->last_next = 0;
 }
 
 /* ---------------------------------------------------------------- access checks */
@@ -68,8 +69,13 @@ void sim_mem_reset(struct sim_memview *m) {
  * memory is another agent's (or the host's), i.e. needs system scope to be published. */
 static bool check_access(struct sim_cta *c, const void *p, uint32_t bytes) {
   uintptr_t a = (uintptr_t)p;
-  struct sim_alloc *l = &c->mem.last;
-  if (!(l->size && a - l->base < l->size)) {
+  struct sim_memview *m = &c->mem;
+  struct sim_alloc *l = NULL;
+  for (uint32_t i = 0; i < SIM_ALLOC_CACHE && !l; i++)
+    if (m->last[i].size && a - m->last[i].base < m->last[i].size) l = &m->last[i];
+  if (!l) {
+    l = &m->last[m->last_next];
+    m->last_next = (m->last_next + 1) % SIM_ALLOC_CACHE;
     if (!sim_alloc_find(a, l)) {
       memset(l, 0, sizeof *l);
       sim_trap("address %p is in no HSA allocation (host memory the agent cannot see?)", p);

@@ -30,6 +30,7 @@
 #define SIM_PAGE 4096u
 #define SIM_MAX_CTA 1024u
 #define SIM_LINE 128u
+#define SIM_ALLOC_CACHE 4u
 
 /* ---------------------------------------------------------------- configuration */
 
@@ -247,7 +248,10 @@ struct sim_memview {
   struct sim_hslot *hash;     /* word address -> its newest pending entry */
   uint32_t hash_cap, hash_used, gen;
   struct sim_line *cache;     /* SIM_CACHE_LINES lines, direct mapped: the CU's L1, shared by its waves */
-  struct sim_alloc last;      /* cache of the last registry lookup */
+  /* the last registry lookups (a kernel streams from a few allocations at once: weights,
+   * activations, hand-off scratch), so most accesses skip the registry's lock */
+  struct sim_alloc last[SIM_ALLOC_CACHE];
+  uint32_t last_next;         /* the entry the next miss replaces */
 };
 
 struct sim_cta {

@@ -767,6 +767,62 @@ START_TEST(watchdog_reason_through_hsa) {
 }
 END_TEST
 
+/* Run st_memory (in -> out and out2, n words) on a fresh queue of one agent; returns the status
+ * of the wait and leaves the message in hm_errmsg(). */
+static hm_status run_copy(hm_runtime *rt, hm_agent *a, const void *in, void *out, void *out2, uint32_t n) {
+  hm_queue *q;
+  ck_assert_int_eq(hm_queue_create(a, 64, &q), HM_OK);
+  struct st_memory_args args = {.in = (uint64_t)(uintptr_t)in, .out = (uint64_t)(uintptr_t)out,
+                                .out2 = (uint64_t)(uintptr_t)out2, .n = n, .cp = 0};
+  hm_signal done;
+  ck_assert_int_eq(hm_signal_create(rt, 1, &done), HM_OK);
+  hm_dispatch d = {.kernel = t_kernel(t_program(a), "st_memory"), .ctas = 1,
+                   .kernarg = t_kernarg(a, &args, sizeof args), .completion = done};
+  ck_assert_int_eq(hm_queue_dispatch(q, &d, 1), HM_OK);
+  return hm_signal_wait(rt, done, HM_WAIT_EQ, 0, RUN_TIMEOUT_NS, false, NULL);
+}
+
+/* Every access a kernel makes is checked against the agent's allocations (DESIGN §4): a word just
+ * past the end of an allocation, plain host memory (both in no allocation), and another agent's
+ * memory it was not given access to each fail the dispatch with its reason; a copy across three
+ * allocations (the agent keeps its last few lookups: a stale one must neither refuse a good
+ * access nor pass a bad one) runs clean first, and the access one word past `in` fails after it. */
+START_TEST(accesses_are_checked) {
+  hm_runtime *rt;
+  hm_queue *q0;
+  unsetenv("HSAMONO_LOG");
+  setenv("HSAMONO_SIM_CUS", "2", 1);
+  setenv("HSAMONO_SIM_AGENTS", "2", 1);
+  ck_assert_int_eq(hm_runtime_open("sim", &rt), HM_OK);
+  hm_agent *a = hm_agent_get(rt, 0), *b = hm_agent_get(rt, 1);
+  ck_assert_int_eq(hm_queue_create(a, 64, &q0), HM_OK);
+  uint32_t *in = t_host(a, 1024 * 4), *out = t_host(a, 1024 * 4), *out2 = t_host(a, 1024 * 4);
+  for (uint32_t i = 0; i < 1024; i++) in[i] = 0x77000000u + i;
+  ck_assert_msg(run_copy(rt, a, in, out, out2, 1024) == HM_OK, "%s", hm_errmsg());
+  for (uint32_t i = 0; i < 1024; i++) ck_assert_uint_eq(out[i], 0x77000000u + i);
+  ck_assert_uint_eq(out2[1023], 0x77000000u + 1023);
+  /* one word past the end of `in` (1025 words from a 1024-word allocation): that word's address
+   * lies in no allocation, and the message names it */
+  hm_status s = run_copy(rt, a, in, out, out2, 1025);
+  char want[64];
+  snprintf(want, sizeof want, "address %p is in no HSA allocation", (void *)(in + 1024));
+  ck_assert_msg(s == HM_ERR_QUEUE_FAULT && strstr(hm_errmsg(), want), "%s: %s", hm_status_name(s), hm_errmsg());
+  /* plain host memory the agent cannot see */
+  uint32_t *plain = calloc(1024, 4);
+  s = run_copy(rt, a, plain, out, out2, 64);
+  ck_assert_msg(s == HM_ERR_QUEUE_FAULT && strstr(hm_errmsg(), "is in no HSA allocation"), "%s: %s",
+                hm_status_name(s), hm_errmsg());
+  free(plain);
+  /* agent 1's memory, agent 0 not given access */
+  uint32_t *theirs;
+  ck_assert_int_eq(hm_mem_alloc(b, HM_POOL_COARSE, 4096, 0, (void **)&theirs), HM_OK);
+  s = run_copy(rt, a, theirs, out, out2, 64);
+  ck_assert_msg(s == HM_ERR_QUEUE_FAULT && strstr(hm_errmsg(), "memory it was not given access to"), "%s: %s",
+                hm_status_name(s), hm_errmsg());
+  hm_runtime_close(rt);
+}
+END_TEST
+
 /* A device trap (dev_trap, in CTA 0 of a running persistent grid): the caller's wait returns
  * HM_ERR_QUEUE_FAULT whose message gives the trap's place, the work-item, the CTA and the
  * dispatch, at the default log level. */
@@ -827,6 +883,7 @@ Suite *hm_test_suite(void) {
   tcase_add_test(fl, watchdog_reason_reaches_caller);
   tcase_add_test(fl, watchdog_reason_through_hsa);
   tcase_add_test(fl, trap_reason_reaches_caller);
+  tcase_add_test(fl, accesses_are_checked);
   suite_add_tcase(s, fl);
   return s;
 }
