@@ -349,11 +349,25 @@ static void teardown(layer_setup *L) {
   hm_runtime_close(L->rt);
 }
 
+/* Every rank's epoch after `steps` layer steps: one a step (K2 advances it; K1, which shares the
+ * buffer, only reads it), so tags stay 2e + 1 / 2e + 2 and K2's all-reduce alternates halves. */
+static void expect_epoch(layer_setup *L, uint32_t steps) {
+  for (uint32_t r = 0; r < L->tp; r++) {
+    uint32_t *e = tl_fetch(L->rt, hm_layer_group_agent(L->g, r),
+                           hm_k2_epoch(hm_layer_k2(hm_layer_group_layer(L->g, 0, r))), 4);
+    ck_assert_msg(*e == steps, "rank %u: epoch %u after %u layer steps", r, *e, steps);
+    free(e);
+  }
+}
+
 static void run_layer(const char *model, int32_t layer, uint32_t experts, uint32_t tp, const shape *shapes, uint32_t n,
                       uint64_t seed) {
   layer_setup L;
   setup(&L, model, layer, experts, tp, seed, NULL);
-  for (uint32_t i = 0; i < n; i++) run_case(L.rt, L.g, L.w, tp, &shapes[i], seed + i, &L.table);
+  for (uint32_t i = 0; i < n; i++) {
+    run_case(L.rt, L.g, L.w, tp, &shapes[i], seed + i, &L.table);
+    expect_epoch(&L, i + 1);
+  }
   teardown(&L);
 }
 
