@@ -589,6 +589,17 @@ START_TEST(dispatch_errors) {
   ck_assert_int_eq(hm_queue_dispatch(q, &d, 1), HM_ERR_INVALID_ARG);
   d = ok, d.kernarg = &ca; /* not memory of the runtime */
   ck_assert_int_eq(hm_queue_dispatch(q, &d, 1), HM_ERR_INVALID_ARG);
+  {
+    /* arguments that start inside an allocation but run past its end: st_memory's 32 bytes
+     * placed 16 bytes before the end of a 4 KB kernarg allocation */
+    void *page;
+    ck_assert_int_eq(hm_mem_alloc(a, HM_POOL_KERNARG, 4096, 0, &page), HM_OK);
+    hm_dispatch m = {.kernel = t_kernel(p, "st_memory"), .ctas = 1, .kernarg = (char *)page + 4096 - 16};
+    ck_assert_int_eq(hm_queue_dispatch(q, &m, 1), HM_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(hm_errmsg(), "are not") && strstr(hm_errmsg(), "bytes of this runtime's memory"), "%s",
+                  hm_errmsg());
+    ck_assert_int_eq(hm_mem_free(rt, page), HM_OK);
+  }
   d = ok, d.dynamic_lds = 1u << 30;
   ck_assert_int_eq(hm_queue_dispatch(q, &d, 1), HM_ERR_INVALID_ARG);
   d = ok, d.acquire = (hm_fence)3;
