@@ -245,3 +245,14 @@ void tl_ffn_outputs_alloc(hm_ffn_outputs *o, uint32_t tp, uint32_t S, uint32_t D
 void tl_ffn_outputs_free(hm_ffn_outputs *o, uint32_t tp) {
   for (uint32_t r = 0; r < tp; r++) free(o[r].x), free(o[r].res), free(o[r].post), free(o[r].comb), free(o[r].pre);
 }
+
+Suite *tl_suite(const char *name, const tl_case *cases, unsigned n, double timeout_s) {
+  Suite *s = suite_create(name);
+  for (unsigned i = 0; i < n; i++) {
+    TCase *tc = tcase_create(cases[i].name);
+    tcase_set_timeout(tc, timeout_s);
+    tcase_add_test(tc, cases[i].t);
+    suite_add_tcase(s, tc);
+  }
+  return s;
+}

@@ -3,6 +3,7 @@
 #ifndef TL_HELPERS_H
 #define TL_HELPERS_H
 
+#include <check.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -83,5 +84,14 @@ void tl_replay_order(uint32_t sets, uint32_t last, uint64_t seed, uint32_t n, ui
  * mixes from `seed`, written over s's (its metadata and caches unchanged), so several input sets
  * share one recorded step's addresses and caches. */
 void tl_step_new_seam(hm_gen_step *s, const hm_layer_config *cfg, uint64_t seed);
+
+/* A Check suite of one test case a test, named as the test, so CK_RUN_CASE picks one (the
+ * mutation harness and the README run single cases so); each case may take `timeout_s`. */
+typedef struct tl_case {
+  const char *name;
+  const TTest *t;
+} tl_case;
+Suite *tl_suite(const char *name, const tl_case *cases, unsigned n, double timeout_s);
+#define TL_SUITE(name, cases, timeout_s) tl_suite(name, cases, sizeof cases / sizeof *cases, timeout_s)
 
 #endif

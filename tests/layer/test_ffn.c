@@ -504,9 +504,7 @@ START_TEST(gfx942_refused) {
 END_TEST
 
 Suite *hm_test_suite(void) {
-  Suite *s = suite_create("ffn");
-  /* a case a test, so CK_RUN_CASE picks one */
-  struct { const char *name; const TTest *t; } tests[] = {
+  const tl_case tests[] = {
       {"create_refusals", create_refusals},   {"gfx942_refused", gfx942_refused},
       {"create_refusals_tp2", create_refusals_tp2}, {"tiny_tp2_rows", tiny_tp2_rows},
       {"tiny_tp4_rows", tiny_tp4_rows},       {"tiny_draft_tp2", tiny_draft_tp2},
@@ -514,11 +512,5 @@ Suite *hm_test_suite(void) {
       {"full_dims_tp2", full_dims_tp2},
       {"dead_peer_is_an_error", dead_peer_is_an_error},
   };
-  for (unsigned i = 0; i < sizeof tests / sizeof *tests; i++) {
-    TCase *tc = tcase_create(tests[i].name);
-    tcase_set_timeout(tc, 1800);
-    tcase_add_test(tc, tests[i].t);
-    suite_add_tcase(s, tc);
-  }
-  return s;
+  return TL_SUITE("ffn", tests, 1800);
 }

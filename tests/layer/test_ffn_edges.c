@@ -276,19 +276,12 @@ START_TEST(grid_shapes_under_chaos) {
 END_TEST
 
 Suite *hm_test_suite(void) {
-  Suite *s = suite_create("ffn_edges");
-  struct { const char *name; const TTest *t; } tests[] = {
+  const tl_case tests[] = {
       {"swiglu_clamps_reached", swiglu_clamps_reached},
       {"norm_epsilon_matters", norm_epsilon_matters},
       {"topk_ties_and_nan_bias", topk_ties_and_nan_bias},
       {"nan_scores_weigh_zero", nan_scores_weigh_zero},
       {"grid_shapes_under_chaos", grid_shapes_under_chaos},
   };
-  for (unsigned i = 0; i < sizeof tests / sizeof *tests; i++) {
-    TCase *tc = tcase_create(tests[i].name);
-    tcase_set_timeout(tc, 1800);
-    tcase_add_test(tc, tests[i].t);
-    suite_add_tcase(s, tc);
-  }
-  return s;
+  return TL_SUITE("ffn_edges", tests, 1800);
 }

@@ -565,20 +565,12 @@ START_TEST(create_refusals) {
 END_TEST
 
 Suite *hm_test_suite(void) {
-  Suite *s = suite_create("k1");
-  /* a case a test, so CK_RUN_CASE picks one */
-  struct { const char *name; const TTest *t; } tests[] = {
+  const tl_case tests[] = {
       {"create_refusals", create_refusals},   {"bad_metadata_refused", bad_metadata_refused},
       {"tiny_ratio2_tp2", tiny_ratio2_tp2},   {"tiny_ratio1_tp4", tiny_ratio1_tp4},
       {"tiny_ratio0", tiny_ratio0},           {"tiny_index_build", tiny_index_build},
       {"replays_bit_identical", replays_bit_identical}, {"full_dims_tp4", full_dims_tp4},
       {"full_dims_tp2", full_dims_tp2},       {"full_dims_index_build", full_dims_index_build},
   };
-  for (unsigned i = 0; i < sizeof tests / sizeof *tests; i++) {
-    TCase *tc = tcase_create(tests[i].name);
-    tcase_set_timeout(tc, 1800);
-    tcase_add_test(tc, tests[i].t);
-    suite_add_tcase(s, tc);
-  }
-  return s;
+  return TL_SUITE("k1", tests, 1800);
 }

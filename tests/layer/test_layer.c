@@ -858,9 +858,7 @@ START_TEST(create_refusals) {
 END_TEST
 
 Suite *hm_test_suite(void) {
-  Suite *s = suite_create("layer");
-  /* a case a test, so CK_RUN_CASE picks one */
-  struct { const char *name; const TTest *t; } tests[] = {
+  const tl_case tests[] = {
       {"tiny_reuse_ratio2_tp2", tiny_reuse_ratio2_tp2}, {"tiny_reuse_ratio1_tp4", tiny_reuse_ratio1_tp4},
       {"tiny_index_sources", tiny_index_sources},       {"tiny_window_layers", tiny_window_layers},
       {"tiny_engram_index", tiny_engram_index},         {"full_dims_tp4", full_dims_tp4},
@@ -870,11 +868,5 @@ Suite *hm_test_suite(void) {
       {"chain_replays", chain_replays},                 {"full_dims_kinds", full_dims_kinds},
       {"bad_metadata_refused", bad_metadata_refused},   {"grid_shapes_under_chaos", grid_shapes_under_chaos},
   };
-  for (unsigned i = 0; i < sizeof tests / sizeof *tests; i++) {
-    TCase *tc = tcase_create(tests[i].name);
-    tcase_set_timeout(tc, 1800);
-    tcase_add_test(tc, tests[i].t);
-    suite_add_tcase(s, tc);
-  }
-  return s;
+  return TL_SUITE("layer", tests, 1800);
 }

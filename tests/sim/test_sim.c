@@ -789,13 +789,11 @@ static hm_status run_copy(hm_runtime *rt, hm_agent *a, const void *in, void *out
  * access nor pass a bad one) runs clean first, and the access one word past `in` fails after it. */
 START_TEST(accesses_are_checked) {
   hm_runtime *rt;
-  hm_queue *q0;
   unsetenv("HSAMONO_LOG");
   setenv("HSAMONO_SIM_CUS", "2", 1);
   setenv("HSAMONO_SIM_AGENTS", "2", 1);
   ck_assert_int_eq(hm_runtime_open("sim", &rt), HM_OK);
   hm_agent *a = hm_agent_get(rt, 0), *b = hm_agent_get(rt, 1);
-  ck_assert_int_eq(hm_queue_create(a, 64, &q0), HM_OK);
   uint32_t *in = t_host(a, 1024 * 4), *out = t_host(a, 1024 * 4), *out2 = t_host(a, 1024 * 4);
   for (uint32_t i = 0; i < 1024; i++) in[i] = 0x77000000u + i;
   ck_assert_msg(run_copy(rt, a, in, out, out2, 1024) == HM_OK, "%s", hm_errmsg());
