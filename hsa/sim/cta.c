@@ -29,7 +29,8 @@ static void nap_us(unsigned us) {
 
 /* ---------------------------------------------------------------- the ready ring */
 
-/* Lanes ready to run, in a ring of lane indices; chaos picks a random one instead of the head. */
+/* Lanes ready to run, in a ring of lane indices; chaos picks a random one instead of the head.
+ * cap is a power of two (indices wrap with a mask: a division twice a turn was measurable). */
 struct ready_ring {
   uint32_t *idx;
   uint32_t head, n, cap;
@@ -38,42 +39,86 @@ static SIM_TLS struct ready_ring ready;
 static SIM_TLS uint32_t *polling;
 static SIM_TLS uint32_t npolling;
 
-static void ready_push(uint32_t i) { ready.idx[(ready.head + ready.n++) % ready.cap] = i; }
+static void ready_push(uint32_t i) { ready.idx[(ready.head + ready.n++) & (ready.cap - 1)] = i; }
 
 static bool ready_pop(struct sim_cta *c, uint32_t *out) {
   if (!ready.n) return false;
   if (sim.cfg.chaos && ready.n > 1) {
     uint32_t k = (uint32_t)(sim_rng(&c->rng) % ready.n);
-    uint32_t a = ready.head % ready.cap, b = (ready.head + k) % ready.cap;
+    uint32_t a = ready.head & (ready.cap - 1), b = (ready.head + k) & (ready.cap - 1);
     uint32_t t = ready.idx[a];
     ready.idx[a] = ready.idx[b];
     ready.idx[b] = t;
   }
-  *out = ready.idx[ready.head % ready.cap];
-  ready.head = (ready.head + 1) % ready.cap;
+  *out = ready.idx[ready.head & (ready.cap - 1)];
+  ready.head = (ready.head + 1) & (ready.cap - 1);
   ready.n--;
   return true;
 }
 
 /* ---------------------------------------------------------------- lanes */
 
-/* The bottom of each fiber stack holds this; a work-item that overwrote it overflowed its stack. */
+/* The bottom of each fiber stack holds this; a work-item that overwrote it overflowed its stack.
+ * It is read every STACK_CHECK_TURNS turns of the work-item, when it exits, and at the CTA's end:
+ * reading it every turn was a cache and TLB miss a switch (a tenth of the agent's time), and an
+ * overflow of less than SIM_STACK_ZONE lands in the unused zone below, harming no other
+ * work-item, until it is seen. */
 #define STACK_CANARY 0x5ca1ab1ec0ffee42ull
+#define STACK_CHECK_TURNS 8u
+
+static bool stack_intact(struct sim_cta *c, struct sim_lane *l) {
+  if (*(volatile uint64_t *)l->fiber_stack == STACK_CANARY) return true;
+  snprintf(c->trap, sizeof c->trap,
+           "work-item %u of CTA %u overflowed its %zu-byte stack (HSAMONO_SIM_STACK_KB; the agent's state may be "
+           "damaged)",
+           l->lid, c->id, l->fiber_stack_size);
+  c->aborted = true;
+  sim_dispatch_abort(c->d, c->trap);
+  return false;
+}
+
+static void lane_exited(struct sim_cta *c, struct sim_lane *l);
+
+/* The end of lane l's turn (its state set): the scheduler's bookkeeping, done on the lane's own
+ * stack so that it can hand the thread straight to the next ready lane, one switch instead of
+ * two through the scheduler (every wave operation and barrier ends a turn of each of its lanes).
+ * The scheduler takes over when no lane is ready, the CTA ended or was aborted, or under chaos
+ * while the next CTA in the start order waits for this one. */
+static void lane_turn_end(struct sim_lane *l) {
+  struct sim_cta *c = l->cta;
+  bool check = l->state == LANE_DONE || ++l->turns % STACK_CHECK_TURNS == 0;
+  if (!(check && !stack_intact(c, l)) && !c->aborted) {
+    if (l->state == LANE_DONE) lane_exited(c, l);
+    else if (l->state == LANE_POLLING) polling[npolling++] = l->lid;
+    if (sim.cfg.weak) sim_mem_drain_one(c);
+    uint32_t i;
+    if (c->live && !c->holding_next && ready_pop(c, &i)) {
+      struct sim_lane *n = &c->lanes[i];
+      c->turns++;
+      n->state = LANE_RUNNING;
+      sim_cur = n;
+      if (n != l) sim_fiber_switch(&l->fiber, &n->fiber);
+      return;
+    }
+  }
+  sim_cur = NULL;
+  sim_fiber_switch(&l->fiber, &c->sched);
+}
 
 static void lane_entry(void *arg) {
   struct sim_lane *l = arg;
   struct sim_cta *c = l->cta;
   c->d->k->fn(c->d->pkt.kernarg_address);
   l->state = LANE_DONE;
-  sim_fiber_switch(&l->fiber, &c->sched);
+  lane_turn_end(l); /* never resumed: the fiber's stack is simply reused by the next CTA */
   __builtin_unreachable();
 }
 
-/* Leave the lane's fiber for the scheduler with state st; returns when it is run again. */
+/* End the lane's turn with state st; returns when it is run again. */
 void sim_lane_yield(enum lane_state st) {
   struct sim_lane *l = sim_cur;
   l->state = st;
-  sim_fiber_switch(&l->fiber, &l->cta->sched);
+  lane_turn_end(l);
 }
 
 void sim_check_abort(void) {
@@ -374,6 +419,7 @@ const struct dev_host_ops sim_dev_ops = {
 
 static bool ensure_ring(uint32_t n) {
   if (ready.cap >= n) return true;
+  while (n & (n - 1)) n += n & -n; /* up to a power of two */
   uint32_t *a = realloc(ready.idx, n * sizeof *a), *b = realloc(polling, n * sizeof *b);
   if (a) ready.idx = a;
   if (b) polling = b;
@@ -426,6 +472,7 @@ void sim_cta_run(struct sim_cta *c) {
     struct sim_lane *l = &c->lanes[i];
     l->state = LANE_READY;
     l->wave_parity = 0;
+    l->turns = 0;
     *(volatile uint64_t *)l->fiber_stack = STACK_CANARY;
     sim_fiber_init(&l->fiber, l->fiber_stack, l->fiber_stack_size, lane_entry, l);
     ready_push(i);
@@ -435,38 +482,27 @@ void sim_cta_run(struct sim_cta *c) {
    * thread for milliseconds): a CTA begins only once the one before it in the order has run a
    * while: until it finished, or every work-item is waiting, or each had several turns. So a
    * consumer placed first really reads before its producer runs. */
-  bool holding_next = sim.cfg.chaos;
-  uint32_t turns = 0;
+  c->holding_next = sim.cfg.chaos;
+  c->turns = 0;
   if (sim.cfg.chaos)
     while (atomic_load(&d->begun) < c->pos && !atomic_load(&d->abort)) nap_us(20);
   uint32_t backoff = 0;
   for (;;) {
     uint32_t i;
-    if (holding_next && (ready.n == 0 || c->live == 0 || c->aborted || turns >= 4 * c->size)) {
-      holding_next = false;
+    if (c->holding_next && (ready.n == 0 || c->live == 0 || c->aborted || c->turns >= 4 * c->size)) {
+      c->holding_next = false;
       atomic_fetch_add(&d->begun, 1);
     }
     if (ready_pop(c, &i)) {
-      turns++;
+      /* lanes run, handing the thread from one to the next (lane_turn_end), until none is
+       * ready or the CTA ended or was aborted: then the last of them switches back here */
+      c->turns++;
       struct sim_lane *l = &c->lanes[i];
       l->state = LANE_RUNNING;
       sim_cur = l;
       sim_fiber_switch(&c->sched, &l->fiber);
       sim_cur = NULL;
-      if (*(volatile uint64_t *)l->fiber_stack != STACK_CANARY) {
-        snprintf(c->trap, sizeof c->trap,
-                 "work-item %u of CTA %u overflowed its %zu-byte stack (HSAMONO_SIM_STACK_KB; the agent's state may "
-                 "be damaged)",
-                 l->lid, c->id, l->fiber_stack_size);
-        c->aborted = true;
-        sim_dispatch_abort(d, c->trap);
-        break;
-      }
-      if (c->aborted) break;
-      if (l->state == LANE_DONE) lane_exited(c, l);
-      else if (l->state == LANE_POLLING) polling[npolling++] = i;
-      if (sim.cfg.weak) sim_mem_drain_one(c);
-      if (c->live == 0) break;
+      if (c->aborted || c->live == 0) break;
       continue;
     }
     if (atomic_load_explicit(&d->abort, memory_order_relaxed)) {
@@ -493,7 +529,9 @@ void sim_cta_run(struct sim_cta *c) {
     }
     npolling = 0;
   }
-  if (holding_next) atomic_fetch_add(&d->begun, 1);
+  if (c->holding_next) atomic_fetch_add(&d->begun, 1);
+  /* every stack's canary once more: a lane that overflowed in its last turns before a wait */
+  for (uint32_t i = 0; i < c->size && !c->aborted; i++) stack_intact(c, &c->lanes[i]);
   /* the end of a CTA publishes everything it stored (the dispatch's release) */
   sim_mem_flush_all(c);
   atomic_fetch_add(&d->progress, 1);

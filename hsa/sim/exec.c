@@ -31,10 +31,10 @@ static void cta_finished(struct sim_cta *c);
 /* Fiber stacks in one mapping a worker; pages are committed only when a work-item touches them.
  * No guard page between them: a full-size grid has 131,072 work-items, and a guard each would
  * take two memory mappings each, past Linux's limit of 65,530. A canary at the bottom of each
- * stack (checked whenever the work-item yields) catches an overflow instead. */
+ * stack, above an unused zone (SIM_STACK_ZONE), catches an overflow instead (cta.c). */
 static bool ensure_stacks(struct sim_worker *w, uint32_t n) {
   if (w->nstacks >= n) return true;
-  size_t per = sim.cfg.stack_bytes;
+  size_t per = sim.cfg.stack_bytes + SIM_STACK_ZONE;
   if (w->stacks) munmap(w->stacks, per * w->nstacks);
   w->stacks = mmap(NULL, per * n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
   if (w->stacks == MAP_FAILED) {
@@ -57,13 +57,13 @@ static bool prepare_cta(struct sim_worker *w, uint32_t size) {
     if (!c->lanes || !c->lds || !c->xchg || !c->wave_live) return false;
   }
   if (!ensure_stacks(w, size)) return false;
-  size_t per = sim.cfg.stack_bytes;
+  size_t per = sim.cfg.stack_bytes + SIM_STACK_ZONE;
   for (uint32_t i = 0; i < size; i++) {
     c->lanes[i].fiber.sp = NULL;
     c->lanes[i].lid = i;
     c->lanes[i].cta = c;
-    c->lanes[i].fiber_stack = w->stacks + per * i;
-    c->lanes[i].fiber_stack_size = per;
+    c->lanes[i].fiber_stack = w->stacks + per * i + SIM_STACK_ZONE;
+    c->lanes[i].fiber_stack_size = sim.cfg.stack_bytes;
   }
   return true;
 }
@@ -596,7 +596,7 @@ void sim_exec_shutdown(void) {
       free(c->lds);
       free(c->xchg);
       free(c->wave_live);
-      if (w->stacks) munmap(w->stacks, sim.cfg.stack_bytes * w->nstacks);
+      if (w->stacks) munmap(w->stacks, (sim.cfg.stack_bytes + SIM_STACK_ZONE) * w->nstacks);
       free(w);
     } else {
       pp = &w->next_all;

@@ -193,7 +193,13 @@ struct sim_lane {
   uint32_t lid;
   enum lane_state state;
   uint32_t wave_parity;       /* which exchange buffer its next wave operation uses */
+  uint32_t turns;             /* turns it has ended (its stack canary is checked every few) */
 };
+
+/* Below each fiber stack, under its canary, a zone no work-item uses (committed only if touched):
+ * a stack that overflows by less than this lands there, not in the next work-item's frames,
+ * until its canary is checked (cta.c). */
+#define SIM_STACK_ZONE 4096u
 
 /* One wave's exchange area for cross-lane operations: each lane deposits its operand, the last
  * to arrive releases the others, everyone reads what it needs. Two areas alternate so a fast
@@ -267,6 +273,8 @@ struct sim_cta {
   struct sim_memview mem;
   uint64_t rng;               /* chaos */
   uint32_t poll_rounds_idle;  /* consecutive scheduling rounds with only polling lanes */
+  uint32_t turns;             /* lane turns since the CTA began (chaos start order) */
+  bool holding_next;          /* chaos: the next CTA in the start order waits for this one */
   bool progressed;
   bool aborted;
   char trap[512];

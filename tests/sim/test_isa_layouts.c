@@ -638,31 +638,53 @@ START_TEST(nan_scale) {
 }
 END_TEST
 
-/* The narrow formats' integer fast path (hm_isa_mfma_fast_path) computes the same exact sum as
- * the general path: random operands of every narrow format pairing (NaN and zero codes of both
- * signs among them, whole zero columns as a GEMV's padded tokens give), scales around 127 with
- * an occasional NaN scale, and C of every class; every lane's D bit for bit, both ways. */
+/* The integer fast path (hm_isa_mfma_fast_path) computes the same exact sum as the general path:
+ * random operands of every narrow format pairing (NaN and zero codes of both signs among them,
+ * whole zero columns as a GEMV's padded tokens give), scales around 127 with an occasional NaN
+ * scale, and C of every class; bf16 operands mostly within a few binades (the fast path) and now
+ * and then a row too wide for it, a subnormal, a zero, an inf or a NaN; every lane's D bit for
+ * bit, both ways. */
 static u32 rnd_state = 12345;
 static u32 rnd(void) {
   rnd_state = rnd_state * 1664525u + 1013904223u;
   return rnd_state >> 8;
 }
+static u32 rnd_bf16(void) {
+  u32 sign = (rnd() & 1) << 15, man = rnd() & 0x7f, kind = rnd() % 400;
+  if (kind == 0) return sign | 0x7f80u | (rnd() % 2 ? man | 1 : 0); /* inf or NaN */
+  if (kind < 10) return sign;                                        /* zero */
+  if (kind < 16) return sign | man;                                  /* subnormal (or zero) */
+  if (kind < 24) return sign | (1 + rnd() % 253) << 7 | man;         /* any binade */
+  return sign | (127 - 8 + rnd() % 16) << 7 | man;
+}
 START_TEST(fast_path_matches_general) {
   static f32 d0[64][16], d1[64][16];
-  struct { enum hm_isa_arch arch; enum dev_mfma_op op; } ops[] = {
-      {HM_ISA_GFX950, DEV_MFMA_SCALE_F32_16X16X128_F8F6F4},
-      {HM_ISA_GFX950, DEV_MFMA_SCALE_F32_32X32X64_F8F6F4},
-      {HM_ISA_GFX942, DEV_MFMA_F32_16X16X32_FP8},
+  struct { enum hm_isa_arch arch; enum dev_mfma_op op; bool bf16; unsigned nreg; } ops[] = {
+      {HM_ISA_GFX950, DEV_MFMA_SCALE_F32_16X16X128_F8F6F4, false, 4},
+      {HM_ISA_GFX950, DEV_MFMA_SCALE_F32_32X32X64_F8F6F4, false, 16},
+      {HM_ISA_GFX942, DEV_MFMA_F32_16X16X32_FP8, false, 4},
+      {HM_ISA_GFX942, DEV_MFMA_F32_32X32X16_FP8, false, 16},
+      {HM_ISA_GFX942, DEV_MFMA_F32_16X16X16_BF16, true, 4},
+      {HM_ISA_GFX942, DEV_MFMA_F32_32X32X8_BF16, true, 16},
+      {HM_ISA_GFX950, DEV_MFMA_F32_16X16X32_BF16, true, 4},
   };
+  const unsigned nops = sizeof ops / sizeof ops[0];
   const f32 cs[] = {0.0f, -0.0f, 1.0f, -3.5f, 0x1p-140f, 0x1p100f, 1e-3f, INFINITY};
-  for (unsigned it = 0; it < 400; it++) {
-    unsigned o = it % 3;
+  for (unsigned it = 0; it < 140 * nops; it++) {
+    unsigned o = it % nops;
     memset(lanes, 0, sizeof lanes);
     u32 fa = rnd() % 2 ? DEV_FMT_FP8 : DEV_FMT_FP4, fb = rnd() % 2 ? DEV_FMT_FP8 : DEV_FMT_FP4;
     unsigned zero_col = rnd() % 16, sparse = rnd() % 4;
     for (unsigned l = 0; l < 64; l++) {
       for (unsigned w = 0; w < 8; w++) {
         u32 a = rnd() ^ rnd() << 16, b = rnd() ^ rnd() << 16;
+        if (ops[o].bf16) a = rnd_bf16() | rnd_bf16() << 16, b = rnd_bf16() | rnd_bf16() << 16;
+        /* rows and columns just too wide for the integers (a span of 29 to 31 bits): all large
+         * (1.99) but one small element, so a bound set too loose overflows the integer sum */
+        if (ops[o].bf16 && it % 5 == 0 && l % 16 == 3) {
+          a = b = 0x3fff3fffu;
+          if (w == 0) a = b = 0x3fff0000u | (106 - rnd() % 3) << 7 | 1; /* 2^-21 .. 2^-23 */
+        }
         if (sparse == 0) a &= 0x0f0f0f0f; /* small values and zeros */
         if (sparse == 1) b = (rnd() % 3) ? 0 : 0x80808080u & b; /* zeros of both signs */
         lanes[l].a[w] = a, lanes[l].b[w] = b;
@@ -679,12 +701,19 @@ START_TEST(fast_path_matches_general) {
     hm_isa_mfma_fast_path(false);
     for (unsigned l = 0; l < 64; l++) ck_assert(hm_isa_mfma(ops[o].arch, ops[o].op, lanes, l, d0[l]));
     hm_isa_mfma_fast_path(true);
-    for (unsigned l = 0; l < 64; l++) ck_assert(hm_isa_mfma(ops[o].arch, ops[o].op, lanes, l, d1[l]));
-    for (unsigned l = 0; l < 64; l++)
-      for (unsigned r = 0; r < 16; r++)
-        ck_assert_msg(fmt_bits(d0[l][r]) == fmt_bits(d1[l][r]) || (isnan(d0[l][r]) && isnan(d1[l][r])),
-                      "op %u iteration %u lane %u reg %u: general %a, fast %a", o, it, l, r, (double)d0[l][r],
-                      (double)d1[l][r]);
+    /* both ways a wave is computed: lane by lane (operands compared with the thread's decoded
+     * ones), and the whole wave at once as the agent does (decoded once, rows lazily) */
+    for (unsigned way = 0; way < 2; way++) {
+      if (way == 0)
+        for (unsigned l = 0; l < 64; l++) ck_assert(hm_isa_mfma(ops[o].arch, ops[o].op, lanes, l, d1[l]));
+      else
+        ck_assert(hm_isa_mfma_wave(ops[o].arch, ops[o].op, lanes, d1));
+      for (unsigned l = 0; l < 64; l++)
+        for (unsigned r = 0; r < ops[o].nreg; r++) /* a 16x16 form writes 4 registers a lane */
+          ck_assert_msg(fmt_bits(d0[l][r]) == fmt_bits(d1[l][r]) || (isnan(d0[l][r]) && isnan(d1[l][r])),
+                        "op %u iteration %u way %u lane %u reg %u: general %a, fast %a", o, it, way, l, r,
+                        (double)d0[l][r], (double)d1[l][r]);
+    }
   }
 }
 END_TEST

@@ -355,7 +355,13 @@ void hm_isa_mfma_fast_path(bool on) { fast_off = !on; }
  * (2^-9, 2^-10, 2^-1): |v| < 2^18. A product is then an exact integer below 2^36 and a 32-wide
  * block's sum one below 2^41, so a block needs only integer multiply-adds; the blocks (each at
  * the weight its two scales give) and C are then summed exactly by sum_terms. The result is the
- * same exact sum rounded once: the fast path changes the cost, never the value. */
+ * same exact sum rounded once: the fast path changes the cost, never the value.
+ * bf16 values have 8-bit significands but a wide exponent, so there is no one step for the
+ * format: a row (or column) whose finite values span at most ROW_SPAN_BITS bits is an integer
+ * multiple of its own lowest bit (|v| < 2^28, products < 2^56, a sum of 32 below 2^61), and
+ * the rest (a tiny value beside a large one) take the general path. */
+#define ROW_SPAN_BITS 28
+
 static bool int_step(enum elem e, i32 *off) {
   switch (e) {
   case EL_E4M3: *off = -9; return true;
@@ -365,18 +371,26 @@ static bool int_step(enum elem e, i32 *off) {
   }
 }
 
-/* v as an integer multiple of 2^off (a finite narrow value); sign applied */
+/* v as an integer multiple of 2^off (finite, or zero); sign applied */
 static i32 int_of(const struct val *v, i32 off) {
   if (v->cls != 1) return 0;
   i32 x = (i32)v->m << (v->e - off);
   return v->neg ? -x : x;
 }
 
-/* The dot product of fast_dot's model: C + sum over 32-wide blocks of 2^(offa + offb + scales) *
- * (integer block sum). a, b: the decoded row / column (for signs of zeros); ia, ib: their
- * integers; escale[kb]: the two scales' exponents of block kb. C finite or zero. */
-static f32 fast_dot(const struct val *a, const struct val *b, const i32 *ia, const i32 *ib, unsigned k, i32 off,
-                    const i32 *escale, f32 c, bool zero, unsigned sa, unsigned sb) {
+/* The dot product of fast_dot's model: C + sum over blocks of bk elements of
+ * 2^(off + escale[kb]) * (the block's integer sum); ia, ib: the row's and column's integers;
+ * escale[kb]: the two scales' exponents of block kb (zeros when unscaled); zero: the row or column
+ * is all zeros, and sa / sb whether each side's signs are all + (1), all - (2) or mixed (0). C
+ * finite or zero. False when the result is a zero whose sign the integers cannot tell (C is -0
+ * and every product is a zero: -0 only if every product is -0): the caller then decides it from
+ * the values (zero_product_sign). */
+static bool fast_dot(const i32 *ia, const i32 *ib, unsigned k, unsigned bk, i32 off, const i32 *escale, f32 c,
+                     bool zero, unsigned sa, unsigned sb, f32 *out) {
+  const u32 cb = fmt_bits(c);
+  /* a zero row or column (a GEMV's padded tokens: most columns of a few-row step) with C nonzero:
+   * C + 0 is C exactly; decided before C is split, the cost of most calls */
+  if (zero && (cb & 0x7fffffffu) != 0) return *out = c, true;
   u64 tm[5];
   i32 te[5];
   u8 tn[5];
@@ -388,9 +402,9 @@ static f32 fast_dot(const struct val *a, const struct val *b, const i32 *ia, con
     lo = cv.e, hi = cv.e + 32 - __builtin_clz(cv.m);
   }
   bool any = false;
-  for (unsigned kb = 0; kb < k / 32 && !zero; kb++) {
+  for (unsigned kb = 0; kb < k / bk && !zero; kb++) {
     i64 sum = 0;
-    for (unsigned x = 32 * kb; x < 32 * kb + 32; x++) sum += (i64)ia[x] * ib[x];
+    for (unsigned x = bk * kb; x < bk * kb + bk; x++) sum += (i64)ia[x] * ib[x];
     if (!sum) continue;
     any = true;
     u64 m = sum < 0 ? (u64)-sum : (u64)sum;
@@ -401,23 +415,29 @@ static f32 fast_dot(const struct val *a, const struct val *b, const i32 *ia, con
     tm[n] = m, te[n] = e, tn[n] = sum < 0, n++;
   }
   if (n) {
-    if (!any && cv.cls == 1) return c; /* only C: exact already */
-    return sum_terms(tm, te, tn, n, lo, hi, false);
+    if (!any && cv.cls == 1) return *out = c, true; /* only C: exact already */
+    return *out = sum_terms(tm, te, tn, n, lo, hi, false), true;
   }
   /* C is zero and the products sum to zero: +0 if some product is nonzero (they cancelled);
    * otherwise -0 only when C and every product are -0 (the model of hm_isa.h) */
-  /* a zero row or column (a GEMV's padded tokens): every product a zero; with one sign a side,
-   * known at once (-0 needs every pair's signs opposite), else counted below */
-  if (zero && (!cv.neg || (sa && sb))) return fmt_float(cv.neg && (sa ^ sb) == 3 ? 0x80000000u : 0u);
-  bool all_neg_zero = cv.neg != 0;
-  for (unsigned x = 0; x < k; x++) {
-    if (ia[x] && ib[x]) return fmt_float(0u);
-    all_neg_zero = all_neg_zero && (a[x].neg ^ b[x].neg) != 0;
+  if (!cv.neg) return *out = fmt_float(0u), true;
+  /* a zero row or column: every product a zero; with one sign a side, known at once (-0 needs
+   * every pair's signs opposite) */
+  if (zero) {
+    if (!sa || !sb) return false;
+    return *out = fmt_float((sa ^ sb) == 3 ? 0x80000000u : 0u), true;
   }
-  return fmt_float(all_neg_zero ? 0x80000000u : 0u);
+  for (unsigned x = 0; x < k; x++)
+    if (ia[x] && ib[x]) return *out = fmt_float(0u), true;
+  return false;
 }
 
-
+/* The sum of k zero products and C = -0: -0 only when every product is -0. */
+static f32 zero_product_sign(const struct val *a, const struct val *b, unsigned k) {
+  for (unsigned x = 0; x < k; x++)
+    if (!(a[x].neg ^ b[x].neg)) return fmt_float(0u);
+  return fmt_float(0x80000000u);
+}
 
 static bool fmt_elem(u32 fmt, enum elem *e) {
   switch (fmt) {
@@ -429,8 +449,9 @@ static bool fmt_elem(u32 fmt, enum elem *e) {
 }
 
 /* Row r of A (b == false) or column r of B of the scaled 16x16x128 form in e4m3 or e2m1 (the
- * layers' GEMVs), read straight off the registers in locate()'s layout; with iout, also as
- * integers of the format's smallest step, and fl[0] / fl[1] the OR / AND of the codes' NF_ bits. */
+ * layers' GEMVs), read straight off the registers in locate()'s layout: with out, decoded; with
+ * iout, as integers of the format's smallest step, and fl[0] / fl[1] the OR / AND of the codes'
+ * NF_ bits (iout and fl come together). */
 static void gather_narrow(enum elem el, bool b, const struct dev_mfma_lane *lanes, unsigned r, struct val *out,
                           i32 *iout, u8 fl[2]) {
   const unsigned f = el == EL_E4M3 ? 0 : 1;
@@ -446,9 +467,8 @@ static void gather_narrow(enum elem el, bool b, const struct dev_mfma_lane *lane
     for (unsigned w = 0; w < 8; w++) any |= reg[w];
   }
   if (!any) {
-    for (unsigned x = 0; x < 128; x++) out[x] = tab[0];
-    if (iout) memset(iout, 0, 128 * sizeof *iout);
-    if (fl) fl[0] = fl[1] = ftab[0];
+    for (unsigned x = 0; out && x < 128; x++) out[x] = tab[0];
+    if (iout) memset(iout, 0, 128 * sizeof *iout), fl[0] = fl[1] = ftab[0];
     return;
   }
   for (unsigned g = 0; g < 4; g++) {
@@ -456,11 +476,11 @@ static void gather_narrow(enum elem el, bool b, const struct dev_mfma_lane *lane
     for (unsigned e = 0; e < 32; e++) {
       u32 code = f ? (reg[e / 8] >> (4 * (e % 8))) & 0xfu : (reg[e / 4] >> (8 * (e % 4))) & 0xffu;
       unsigned x = f ? 32 * g + e : 64 * (e / 16) + 16 * g + e % 16;
-      out[x] = tab[code];
+      if (out) out[x] = tab[code];
       if (iout) iout[x] = itab[code], fo |= ftab[code], fa &= ftab[code];
     }
   }
-  if (fl) fl[0] = fo, fl[1] = fa;
+  if (iout) fl[0] = fo, fl[1] = fa;
 }
 
 /* Every bf16 code split once for all threads (the attention's matrix instructions: 1 MB). */
@@ -515,15 +535,40 @@ struct mfma_cache {
   u32 regs[64][16]; /* a[0..7] then b[0..7] of every lane */
   struct val a[32 * 128]; /* A row-major, rows of k */
   struct val bt[32 * 128]; /* B transposed: column j's k values contiguous */
-  /* the integer form (fast_dot): both operands narrow, every value an integer multiple of its
-   * format's smallest step 2^off */
+  /* the integer form (fast_dot): both operands narrow or bf16, each row's (column's) values an
+   * integer multiple of 2^aoff[r] (boff[r]): the format's smallest step, or for bf16 the row's
+   * lowest bit */
   bool fast, fast_off;
-  i32 offa, offb;
+  i32 aoff[32], boff[32];
   i32 ia[32 * 128], ibt[32 * 128];
-  u8 aspec[32], bspec[32]; /* the row / column holds an inf or NaN */
+  u8 aslow[32], bslow[32]; /* the row / column takes the general path: an inf or NaN, or too wide */
   u8 azero[32], bzero[32]; /* every value of the row / column is a zero */
   u8 asign[32], bsign[32]; /* 1: every sign of the row / column is +, 2: every sign -, 0: mixed */
+  /* a and bt hold the row / column decoded: the narrow GEMV form decodes only the integers up
+   * front, and a row's values when they are first needed (an inf or NaN, a NaN scale, a C not
+   * finite, the sign of a zero sum: rare) */
+  u8 adec[32], bdec[32];
 };
+
+/* The fast path's form of row (or column) r decoded in v[0..k): integers, offset, classes;
+ * off is the format's step, or INT32_MIN for bf16 (the row's own lowest bit). */
+static void int_row(const struct val *v, unsigned k, i32 off, i32 *iv, i32 *voff, u8 *slow, u8 *zero, u8 *sign) {
+  u8 z = 1, sg = 3, sp = 0;
+  i32 lo = INT32_MAX, top = INT32_MIN;
+  for (unsigned x = 0; x < k; x++) {
+    sp |= v[x].cls == 2, z &= v[x].cls == 0, sg &= v[x].neg ? 2 : 1;
+    if (v[x].cls == 1 && off == INT32_MIN) {
+      if (v[x].e < lo) lo = v[x].e;
+      if (v[x].e + 32 - __builtin_clz(v[x].m) > top) top = v[x].e + 32 - __builtin_clz(v[x].m);
+    }
+  }
+  if (off == INT32_MIN) {
+    off = lo == INT32_MAX ? 0 : lo;
+    if (lo != INT32_MAX && top - lo > ROW_SPAN_BITS) sp = 1;
+  }
+  *voff = off, *slow = sp, *zero = z, *sign = sg;
+  for (unsigned x = 0; x < k; x++) iv[x] = sp ? 0 : int_of(&v[x], off);
+}
 static pthread_key_t cache_key;
 static bool cache_key_ok;
 static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
@@ -592,15 +637,20 @@ static bool mfma_lane(enum hm_isa_arch arch, enum dev_mfma_op op, const struct d
       memcpy(c->regs[l] + 8, lanes[l].b, 32);
     }
     c->fast_off = fast_off;
-    c->fast = !fast_off && k % 32 == 0 && int_step(ea, &c->offa) && int_step(eb, &c->offb);
+    /* blocks of 32 under scales, else one block of at most 32 (the integer sums' bound) */
+    i32 offa = INT32_MIN, offb = INT32_MIN;
+    c->fast = !fast_off && (sh.scaled ? k % 32 == 0 : k <= 32) && (ea == EL_BF16 || int_step(ea, &offa)) &&
+              (eb == EL_BF16 || int_step(eb, &offb));
     bool narrow_ab = c->fast && op == DEV_MFMA_SCALE_F32_16X16X128_F8F6F4 && (ea == EL_E4M3 || ea == EL_E2M1) &&
                      (eb == EL_E4M3 || eb == EL_E2M1);
     for (unsigned r = 0; narrow_ab && r < m; r++) {
-      /* the layers' GEMVs: values, integers and class bits from the codes in one pass */
+      /* the layers' GEMVs: integers and class bits from the codes in one pass */
       u8 fla[2], flb[2];
-      gather_narrow(ea, false, lanes, r, &c->a[r * k], &c->ia[r * k], fla);
-      gather_narrow(eb, true, lanes, r, &c->bt[r * k], &c->ibt[r * k], flb);
-      c->aspec[r] = (fla[0] & NF_SPECIAL) != 0, c->bspec[r] = (flb[0] & NF_SPECIAL) != 0;
+      gather_narrow(ea, false, lanes, r, NULL, &c->ia[r * k], fla);
+      gather_narrow(eb, true, lanes, r, NULL, &c->ibt[r * k], flb);
+      c->adec[r] = c->bdec[r] = 0;
+      c->aoff[r] = offa, c->boff[r] = offb;
+      c->aslow[r] = (fla[0] & NF_SPECIAL) != 0, c->bslow[r] = (flb[0] & NF_SPECIAL) != 0;
       c->azero[r] = (fla[1] & NF_ZERO) != 0, c->bzero[r] = (flb[1] & NF_ZERO) != 0;
       c->asign[r] = (u8)((fla[1] & NF_NEG) ? 2 : !(fla[0] & NF_NEG) ? 1 : 0);
       c->bsign[r] = (u8)((flb[1] & NF_NEG) ? 2 : !(flb[0] & NF_NEG) ? 1 : 0);
@@ -608,25 +658,18 @@ static bool mfma_lane(enum hm_isa_arch arch, enum dev_mfma_op op, const struct d
     for (unsigned r = 0; !narrow_ab && r < m; r++) {
       gather(op, ea, false, lanes, r, k, &c->a[r * k]);
       gather(op, eb, true, lanes, r, k, &c->bt[r * k]);
+      c->adec[r] = c->bdec[r] = 1;
     }
     for (unsigned r = 0; c->fast && !narrow_ab && r < m; r++) {
-      c->aspec[r] = c->bspec[r] = 0;
-      c->azero[r] = c->bzero[r] = 1;
-      c->asign[r] = c->bsign[r] = 3;
-      for (unsigned x = 0; x < k; x++) {
-        const struct val *va = &c->a[r * k + x], *vb = &c->bt[r * k + x];
-        c->aspec[r] |= va->cls == 2, c->bspec[r] |= vb->cls == 2;
-        c->azero[r] &= va->cls == 0, c->bzero[r] &= vb->cls == 0;
-        c->asign[r] &= va->neg ? 2 : 1, c->bsign[r] &= vb->neg ? 2 : 1;
-        c->ia[r * k + x] = int_of(va, c->offa);
-        c->ibt[r * k + x] = int_of(vb, c->offb);
-      }
+      int_row(&c->a[r * k], k, offa, &c->ia[r * k], &c->aoff[r], &c->aslow[r], &c->azero[r], &c->asign[r]);
+      int_row(&c->bt[r * k], k, offb, &c->ibt[r * k], &c->boff[r], &c->bslow[r], &c->bzero[r], &c->bsign[r]);
     }
   }
   struct val bcol[128], arow[128];
   const struct val *bj = bcol;
   if (c) bj = &c->bt[j * k];
   else gather(op, eb, true, lanes, j, k, bcol);
+  bool lazy = c && !c->bdec[j]; /* bj is decoded when the general path first needs it */
 
   u32 sbv[4], sav[4];
   if (sh.scaled) /* the code for (column j, block kb) sits in lane m*kb + j, byte opsel */
@@ -642,17 +685,18 @@ static bool mfma_lane(enum hm_isa_arch arch, enum dev_mfma_op op, const struct d
       for (unsigned kb = 0; kb < k / 32; kb++)
         sav[kb] = (lanes[m * kb + i].scale_a >> (8 * lanes[lane].opsel_a)) & 0xffu;
     f32 cin = lanes[lane].c[r];
-    bool fast = c && c->fast && !c->aspec[i] && !c->bspec[j] && (fmt_bits(cin) & 0x7fffffffu) < 0x7f800000u;
+    bool fast = c && c->fast && !c->aslow[i] && !c->bslow[j] && (fmt_bits(cin) & 0x7fffffffu) < 0x7f800000u;
     i32 escale[4] = {0, 0, 0, 0};
     for (unsigned kb = 0; fast && sh.scaled && kb < k / 32; kb++) {
       if (sav[kb] == 255u || sbv[kb] == 255u) fast = false; /* a NaN scale: the general path */
       escale[kb] = (i32)sav[kb] - 127 + (i32)sbv[kb] - 127;
     }
-    if (fast)
-      d[r] = fast_dot(ai, bj, &c->ia[i * k], &c->ibt[j * k], k, c->offa + c->offb, escale, cin,
-                      c->azero[i] || c->bzero[j], c->asign[i], c->bsign[j]);
-    else
-      d[r] = dot(ai, bj, k, sh.scaled ? sav : NULL, sh.scaled ? sbv : NULL, cin);
+    if (fast && fast_dot(&c->ia[i * k], &c->ibt[j * k], k, sh.scaled ? 32 : k, c->aoff[i] + c->boff[j], escale,
+                         cin, c->azero[i] || c->bzero[j], c->asign[i], c->bsign[j], &d[r]))
+      continue;
+    if (c && !c->adec[i]) gather(op, ea, false, lanes, i, k, &c->a[i * k]), c->adec[i] = 1;
+    if (lazy) gather(op, eb, true, lanes, j, k, &c->bt[j * k]), c->bdec[j] = 1, lazy = false;
+    d[r] = fast ? zero_product_sign(ai, bj, k) : dot(ai, bj, k, sh.scaled ? sav : NULL, sh.scaled ? sbv : NULL, cin);
   }
   return true;
 }
