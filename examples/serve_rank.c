@@ -284,6 +284,14 @@ int serve_rank(const serve_plan *p, hm_runtime *rt, uint32_t rank, hm_bootstrap 
     rc = SERVE_FAIL;
     goto out;
   }
+  /* this thread (or process) runs beside its GPU: on the CPUs of the NUMA node the rank's kernel
+   * arguments and staging come from. A machine without NUMA, or without that node, runs the rank
+   * where it is (the library logs why at HSAMONO_LOG=debug). */
+  hm_status bound = hm_agent_bind_thread(k->agent);
+  if (bound != HM_OK && bound != HM_ERR_UNSUPPORTED && bound != HM_ERR_NOT_FOUND) {
+    fprintf(stderr, "serve rank %u: not bound to NUMA node %u (running unbound): %s\n", rank,
+            hm_agent_info_of(k->agent)->numa_node, hm_errmsg());
+  }
 
   /* 1. this rank's weights of each layer: the seeded generator as the checkpoint */
   for (uint32_t i = 0; i < p->layers; i++) {

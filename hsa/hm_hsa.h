@@ -63,6 +63,11 @@ typedef struct hm_agent_info {
   size_t pool_size[HM_POOL_KINDS];
   size_t pool_granule[HM_POOL_KINDS];
   hm_cu_limits limits; /* the CU model behind the residency checks */
+  /* NUMA placement: the CPU agent nearest this GPU (smallest link-info NUMA distance, ties to the
+   * lowest index), whose system pools serve HM_POOL_KERNARG and HM_POOL_HOST, and its node */
+  uint32_t cpu_agent;     /* index among hm_cpu_agent_count */
+  uint32_t numa_node;     /* that CPU agent's node id, taken as the Linux NUMA node */
+  uint32_t numa_distance; /* summed over the link's hops (0: no CPU agent reported one) */
 } hm_agent_info;
 
 /* GPU agents, in the HSA library's order */
@@ -71,13 +76,24 @@ hm_agent *hm_agent_get(hm_runtime *rt, unsigned index);
 const hm_agent_info *hm_agent_info_of(const hm_agent *a);
 unsigned hm_agent_index(const hm_agent *a);
 hm_runtime *hm_agent_runtime(const hm_agent *a);
-/* the CPU agents' count and names (for hsa-mono-info) */
+/* the CPU agents (one a NUMA node), in the HSA library's order: count, node id (KFD's, which is
+ * the Linux NUMA node number; UINT32_MAX past the count) and name */
 unsigned hm_cpu_agent_count(const hm_runtime *rt);
+uint32_t hm_cpu_agent_node(const hm_runtime *rt, unsigned cpu);
+const char *hm_cpu_agent_name(const hm_runtime *rt, unsigned cpu);
+
+/* Bind the calling thread to the CPUs of GPU agent a's NUMA node (hm_agent_info numa_node), so a
+ * rank's host work runs beside the memory its kernel arguments and staging come from. Returns
+ * HM_ERR_UNSUPPORTED when the system has no NUMA support (libnuma), HM_ERR_NOT_FOUND when the node
+ * does not exist here or has no CPUs this process may use, HM_ERR_RUNTIME when the kernel refuses;
+ * on failure the thread's affinity is unchanged. Not binding is never fatal to the library: the
+ * TP groups' rank threads call this, log a failure at debug level and run on. */
+hm_status hm_agent_bind_thread(hm_agent *a);
 
 /* ---------------------------------------------------------------- memory */
 
-/* Allocate `bytes` from agent a's pool of `kind` (KERNARG and HOST come from the system pools the
- * CPU agent offers a), aligned to `align` (a power of two up to the pool's 4 KiB granule; 0 = the
+/* Allocate `bytes` from agent a's pool of `kind` (KERNARG and HOST come from the system pools of
+ * a's nearest CPU agent, hm_agent_info cpu_agent), aligned to `align` (a power of two up to the pool's 4 KiB granule; 0 = the
  * granule). The runtime tracks every allocation; hm_runtime_close frees what is left. */
 hm_status hm_mem_alloc(hm_agent *a, hm_pool_kind kind, size_t bytes, size_t align, void **out);
 hm_status hm_mem_free(hm_runtime *rt, void *p);

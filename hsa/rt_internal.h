@@ -78,6 +78,17 @@ struct hm_agent {
   hsa_amd_memory_pool_t pools[HM_POOL_KINDS];
 };
 
+/* A CPU agent (a NUMA node's CPUs and memory, as KFD reports them) and the system pools it
+ * offers: each GPU takes its kernel arguments and host-visible words from its nearest one. */
+#define HM_MAX_CPU_AGENTS 32
+struct hm_cpu {
+  hsa_agent_t h;
+  uint32_t node; /* HSA_AGENT_INFO_NODE: the KFD node id, taken to be the Linux NUMA node */
+  char name[64];
+  hsa_amd_memory_pool_t fine, kernarg;
+  bool has_fine, has_kernarg;
+};
+
 struct hm_runtime {
   struct hm_hsa_api api;
   char backend[256];
@@ -86,10 +97,8 @@ struct hm_runtime {
   uint64_t ticks_per_s; /* HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY: signal-wait timeouts */
   hm_agent *agents;
   unsigned nagents;
-  hsa_agent_t cpus[8];
+  struct hm_cpu cpus[HM_MAX_CPU_AGENTS];
   unsigned ncpus;
-  hsa_amd_memory_pool_t sys_fine, sys_kernarg;
-  bool has_sys_fine, has_sys_kernarg;
   pthread_mutex_t lock;
   struct hm_alloc *allocs;
   unsigned nallocs, alloc_cap;
@@ -133,6 +142,8 @@ struct hm_program {
 hm_status hm_hsa_fail(const hm_runtime *rt, hsa_status_t s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 hm_status hm_rt_take_fault(hm_runtime *rt);
 bool hm_rt_owns_agent(const hm_runtime *rt, const hm_agent *a);
+/* the CPU agent whose system pools serve GPU agent a (its nearest) */
+hsa_agent_t hm_rt_cpu_of(const hm_agent *a);
 bool hm_rt_find_alloc(hm_runtime *rt, const void *p, struct hm_alloc *out);
 uint64_t hm_now_ns(void);
 /* write one packet body (everything but its first 32 bits) into slot; returns header|setup<<16 */

@@ -130,16 +130,18 @@ hm_status hm_mem_allow(hm_runtime *rt, const void *p, hm_agent *const *agents, u
     if (!hm_rt_owns_agent(rt, agents[i])) return hm_fail(HM_ERR_INVALID_ARG, "hm_mem_allow: unknown agent");
     list[k++] = agents[i]->h;
   }
-  if (host && rt->ncpus) list[k++] = rt->cpus[0];
+  /* the host: every CPU agent, whichever node the thread touching it runs on */
+  for (unsigned i = 0; host && i < rt->ncpus && k < 64; i++) list[k++] = rt->cpus[i].h;
   hsa_status_t s = rt->api.hsa_amd_agents_allow_access(k, list, NULL, p);
   return s == HSA_STATUS_SUCCESS ? HM_OK : hm_hsa_fail(rt, s, "allowing %u agents to access %p", k, p);
 }
 
-/* The agent whose memory holds p (the CPU agent for system memory). */
+/* The agent whose memory holds p (for system memory, the CPU agent whose pool it came from). */
 static hsa_agent_t owner_of(hm_runtime *rt, const void *p) {
   struct hm_alloc a;
-  if (hm_rt_find_alloc(rt, p, &a) && a.agent && a.kind != HM_POOL_KERNARG && a.kind != HM_POOL_HOST) return a.agent->h;
-  return rt->ncpus ? rt->cpus[0] : rt->agents[0].h;
+  if (hm_rt_find_alloc(rt, p, &a) && a.agent)
+    return a.kind == HM_POOL_KERNARG || a.kind == HM_POOL_HOST ? hm_rt_cpu_of(a.agent) : a.agent->h;
+  return rt->ncpus ? rt->cpus[0].h : rt->agents[0].h;
 }
 
 hm_status hm_mem_copy(hm_runtime *rt, void *dst, const void *src, size_t n, hm_signal done) {

@@ -93,7 +93,13 @@ static hsa_status_t on_agent(hsa_agent_t a, void *data) {
   hsa_device_type_t type;
   if (d->rt->api.hsa_agent_get_info(a, HSA_AGENT_INFO_DEVICE, &type) != HSA_STATUS_SUCCESS) return HSA_STATUS_SUCCESS;
   if (type == HSA_DEVICE_TYPE_GPU && d->ngpus < 64) d->gpus[d->ngpus++] = a;
-  if (type == HSA_DEVICE_TYPE_CPU && d->rt->ncpus < 8) d->rt->cpus[d->rt->ncpus++] = a;
+  if (type == HSA_DEVICE_TYPE_CPU && d->rt->ncpus < HM_MAX_CPU_AGENTS) {
+    struct hm_cpu *c = &d->rt->cpus[d->rt->ncpus++];
+    c->h = a;
+    d->rt->api.hsa_agent_get_info(a, HSA_AGENT_INFO_NODE, &c->node);
+    d->rt->api.hsa_agent_get_info(a, HSA_AGENT_INFO_NAME, c->name);
+    c->name[sizeof c->name - 1] = 0;
+  }
   return HSA_STATUS_SUCCESS;
 }
 
@@ -144,8 +150,15 @@ static hsa_status_t on_gpu_pool(hsa_amd_memory_pool_t p, void *data) {
   return HSA_STATUS_SUCCESS;
 }
 
+struct cpu_pools {
+  hm_runtime *rt;
+  struct hm_cpu *cpu;
+};
+
+/* A CPU agent's system pools: the first kernarg-capable and the first fine-grained one. */
 static hsa_status_t on_cpu_pool(hsa_amd_memory_pool_t p, void *data) {
-  hm_runtime *rt = data;
+  hm_runtime *rt = ((struct cpu_pools *)data)->rt;
+  struct hm_cpu *c = ((struct cpu_pools *)data)->cpu;
   hsa_amd_segment_t seg;
   uint32_t flags = 0;
   bool alloc = false;
@@ -155,9 +168,49 @@ static hsa_status_t on_cpu_pool(hsa_amd_memory_pool_t p, void *data) {
   rt->api.hsa_amd_memory_pool_get_info(p, HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS, &flags);
   rt->api.hsa_amd_memory_pool_get_info(p, HSA_AMD_MEMORY_POOL_INFO_RUNTIME_ALLOC_ALLOWED, &alloc);
   if (!alloc) return HSA_STATUS_SUCCESS;
-  if ((flags & HM_POOL_FLAG_KERNARG_INIT) && !rt->has_sys_kernarg) rt->sys_kernarg = p, rt->has_sys_kernarg = true;
-  if ((flags & HM_POOL_FLAG_FINE_GRAINED) && !rt->has_sys_fine) rt->sys_fine = p, rt->has_sys_fine = true;
+  if ((flags & HM_POOL_FLAG_KERNARG_INIT) && !c->has_kernarg) c->kernarg = p, c->has_kernarg = true;
+  if ((flags & HM_POOL_FLAG_FINE_GRAINED) && !c->has_fine) c->fine = p, c->has_fine = true;
   return HSA_STATUS_SUCCESS;
+}
+
+/* The NUMA distance from GPU agent a to CPU agent c: the sum of the link hops' distances from the
+ * GPU to the CPU's system pool (ROCr's link information, from KFD's io links), UINT32_MAX when
+ * unknown (no hops reported, or no system pool to ask about). */
+static uint32_t cpu_distance(const hm_runtime *rt, const hm_agent *a, const struct hm_cpu *c) {
+  if (!c->has_fine && !c->has_kernarg) return UINT32_MAX;
+  hsa_amd_memory_pool_t pool = c->has_fine ? c->fine : c->kernarg;
+  uint32_t hops = 0;
+  if (rt->api.hsa_amd_agent_memory_pool_get_info(a->h, pool, HSA_AMD_AGENT_MEMORY_POOL_INFO_NUM_LINK_HOPS, &hops) !=
+          HSA_STATUS_SUCCESS ||
+      hops == 0 || hops > 8)
+    return UINT32_MAX;
+  /* the attribute fills one entry a hop */
+  hsa_amd_memory_pool_link_info_t li[8];
+  memset(li, 0, sizeof li);
+  if (rt->api.hsa_amd_agent_memory_pool_get_info(a->h, pool, HSA_AMD_AGENT_MEMORY_POOL_INFO_LINK_INFO, li) !=
+      HSA_STATUS_SUCCESS)
+    return UINT32_MAX;
+  uint32_t d = 0;
+  for (uint32_t i = 0; i < hops; i++) d += li[i].numa_distance;
+  return d;
+}
+
+/* The CPU agent nearest GPU agent a: the smallest NUMA distance, ties (and unknown distances) to
+ * the lowest index; CPU agent 0 when none reports a distance. */
+static void nearest_cpu(const hm_runtime *rt, hm_agent *a) {
+  hm_agent_info *in = &a->info;
+  in->cpu_agent = 0;
+  in->numa_distance = 0;
+  in->numa_node = rt->ncpus ? rt->cpus[0].node : 0;
+  uint32_t best = UINT32_MAX;
+  for (unsigned i = 0; i < rt->ncpus; i++) {
+    uint32_t d = cpu_distance(rt, a, &rt->cpus[i]);
+    if (d < best) best = d, in->cpu_agent = i;
+  }
+  if (rt->ncpus) in->numa_node = rt->cpus[in->cpu_agent].node;
+  in->numa_distance = best == UINT32_MAX ? 0 : best;
+  hm_log(HM_LOG_DEBUG, "GPU agent %u: nearest CPU agent %u (NUMA node %u, distance %u)", a->index, in->cpu_agent,
+         in->numa_node, in->numa_distance);
 }
 
 static hm_status describe_agent(hm_runtime *rt, hm_agent *a) {
@@ -183,14 +236,19 @@ static hm_status describe_agent(hm_runtime *rt, hm_agent *a) {
   if (hm_target_id_parse(in->isa, &in->tid) != HM_OK) return hm_fail_prefix(HM_ERR_RUNTIME, "agent %u", a->index);
   s = api->hsa_amd_agent_iterate_memory_pools(a->h, on_gpu_pool, a);
   if (s != HSA_STATUS_SUCCESS) return hm_hsa_fail(rt, s, "agent %u: memory pools", a->index);
-  /* the system pools every agent uses for kernel arguments and host-visible words */
-  if (rt->has_sys_kernarg) {
-    a->pools[HM_POOL_KERNARG] = rt->sys_kernarg;
-    a->info.pool_present[HM_POOL_KERNARG] = true;
-  }
-  if (rt->has_sys_fine) {
-    a->pools[HM_POOL_HOST] = rt->sys_fine;
-    a->info.pool_present[HM_POOL_HOST] = true;
+  /* kernel arguments and host-visible words come from the system pools of the nearest CPU
+   * agent (its NUMA node's memory), so the host writes and the GPU reads cross the fewest links */
+  nearest_cpu(rt, a);
+  if (rt->ncpus) {
+    const struct hm_cpu *c = &rt->cpus[in->cpu_agent];
+    if (c->has_kernarg) {
+      a->pools[HM_POOL_KERNARG] = c->kernarg;
+      a->info.pool_present[HM_POOL_KERNARG] = true;
+    }
+    if (c->has_fine) {
+      a->pools[HM_POOL_HOST] = c->fine;
+      a->info.pool_present[HM_POOL_HOST] = true;
+    }
   }
   /* processors without a CU model (not gfx942 / gfx950) are listed but cannot run the kernels */
   if (hm_cu_limits_for(in->tid.processor, &in->limits) == HM_OK && in->lds_bytes == 0)
@@ -202,7 +260,10 @@ static hm_status discover(hm_runtime *rt) {
   struct discover d = {.rt = rt};
   hsa_status_t s = rt->api.hsa_iterate_agents(on_agent, &d);
   if (s != HSA_STATUS_SUCCESS) return hm_hsa_fail(rt, s, "hsa_iterate_agents");
-  for (unsigned i = 0; i < rt->ncpus; i++) rt->api.hsa_amd_agent_iterate_memory_pools(rt->cpus[i], on_cpu_pool, rt);
+  for (unsigned i = 0; i < rt->ncpus; i++) {
+    struct cpu_pools cp = {rt, &rt->cpus[i]};
+    rt->api.hsa_amd_agent_iterate_memory_pools(rt->cpus[i].h, on_cpu_pool, &cp);
+  }
   rt->agents = calloc(d.ngpus ? d.ngpus : 1, sizeof *rt->agents);
   if (!rt->agents) return hm_fail(HM_ERR_NO_MEMORY, "out of memory for %u agents", d.ngpus);
   rt->nagents = d.ngpus;
@@ -238,7 +299,7 @@ static hm_status try_open(hm_runtime *rt, const char *path, bool need_gpu) {
     free(rt->agents);
     rt->agents = NULL;
     rt->nagents = rt->ncpus = 0;
-    rt->has_sys_fine = rt->has_sys_kernarg = false;
+    memset(rt->cpus, 0, sizeof rt->cpus);
     rt->api.hsa_shut_down();
     unload_table(rt);
   }
@@ -321,6 +382,15 @@ const char *hm_runtime_describe(const hm_runtime *rt) { return rt ? rt->describe
 
 unsigned hm_agent_count(const hm_runtime *rt) { return rt ? rt->nagents : 0; }
 unsigned hm_cpu_agent_count(const hm_runtime *rt) { return rt ? rt->ncpus : 0; }
+uint32_t hm_cpu_agent_node(const hm_runtime *rt, unsigned cpu) {
+  return rt && cpu < rt->ncpus ? rt->cpus[cpu].node : UINT32_MAX;
+}
+const char *hm_cpu_agent_name(const hm_runtime *rt, unsigned cpu) {
+  return rt && cpu < rt->ncpus ? rt->cpus[cpu].name : "";
+}
+hsa_agent_t hm_rt_cpu_of(const hm_agent *a) {
+  return a->rt->ncpus ? a->rt->cpus[a->info.cpu_agent].h : a->h;
+}
 
 hm_agent *hm_agent_get(hm_runtime *rt, unsigned index) {
   if (!rt || index >= rt->nagents) {

@@ -16,7 +16,8 @@ static const char usage[] =
     "       hsa-mono-info --kernels [--target gfx950|gfx942] [--code-object FILE]...\n"
     "\n"
     "  (no option)         open the HSA library HSAMONO_RUNTIME selects (rocr, sim, auto, a path)\n"
-    "                      and list every GPU agent: ISA, CUs, waves, LDS, queues, pools\n"
+    "                      and list every GPU agent: ISA, CUs, waves, LDS, queues, pools; the CPU\n"
+    "                      agents and each GPU's NUMA node (its nearest CPU agent and distance)\n"
     "  --kernels           list every kernel of the embedded code objects (or of each FILE):\n"
     "                      registers, LDS, scratch, spills, resident CTAs a CU and the binding\n"
     "                      limit, and whether one CTA a CU fits. Exit status 1 when any kernel\n"
@@ -73,6 +74,8 @@ static int list_agents(void) {
   }
   printf("HSA library: %s (%s)\n", hm_runtime_backend(rt), hm_runtime_describe(rt));
   printf("CPU agents: %u\n", hm_cpu_agent_count(rt));
+  for (unsigned c = 0; c < hm_cpu_agent_count(rt); c++)
+    printf("CPU agent %u: %s, NUMA node %u\n", c, hm_cpu_agent_name(rt, c), hm_cpu_agent_node(rt, c));
   static const char *pools[] = {"coarse", "fine", "uncached", "kernarg", "host"};
   for (unsigned i = 0; i < hm_agent_count(rt); i++) {
     const hm_agent_info *in = hm_agent_info_of(hm_agent_get(rt, i));
@@ -87,6 +90,12 @@ static int list_agents(void) {
         else printf(" %s", pools[k]);
       }
     printf("\n");
+  }
+  /* where each GPU's kernel arguments and host-visible words live, and where its rank runs */
+  printf("GPU -> NUMA node (kernarg and host memory, rank threads):\n");
+  for (unsigned i = 0; i < hm_agent_count(rt); i++) {
+    const hm_agent_info *in = hm_agent_info_of(hm_agent_get(rt, i));
+    printf("  GPU %u -> node %u (CPU agent %u, distance %u)\n", i, in->numa_node, in->cpu_agent, in->numa_distance);
   }
   hm_runtime_close(rt);
   return 0;

@@ -45,6 +45,22 @@ static unsigned env_uint(const char *name, unsigned dflt, unsigned lo, unsigned 
   return (unsigned)v;
 }
 
+/* HSAMONO_SIM_NUMA_NODES: 1..ngpus NUMA nodes, each a CPU agent with its own system pools. A
+ * bad value is told through the library's log (HSAMONO_LOG=warn) and one node is used. */
+static unsigned numa_nodes(unsigned ngpus) {
+  const char *e = getenv("HSAMONO_SIM_NUMA_NODES");
+  if (!e || !*e) return 1;
+  char *end;
+  errno = 0;
+  unsigned long v = strtoul(e, &end, 10);
+  if (errno || *end || *e == '-' || v < 1 || v > ngpus) {
+    hm_log(HM_LOG_WARN, "software agent: HSAMONO_SIM_NUMA_NODES=%s is not in 1..%u (the GPU agents); using 1 node", e,
+           ngpus);
+    return 1;
+  }
+  return (unsigned)v;
+}
+
 /* HSAMONO_SIM_HOLD_CTAS: colon-separated parts in any order: the CTAs ("3", "0,5-7"), "late"
  * (start them once every other CTA has ended; the default is never) and a kernel name. Returns
  * false, leaving nothing held, when the value is malformed. */
@@ -87,7 +103,8 @@ void sim_config_load(struct sim_config *cfg) {
     arch = NULL;
   }
   snprintf(cfg->arch, sizeof cfg->arch, "%s", arch ? arch : "gfx950");
-  cfg->ngpus = env_uint("HSAMONO_SIM_AGENTS", 4, 1, SIM_MAX_AGENTS - 1);
+  cfg->ngpus = env_uint("HSAMONO_SIM_AGENTS", 4, 1, SIM_MAX_GPUS);
+  cfg->nnodes = numa_nodes(cfg->ngpus);
   cfg->cus = env_uint("HSAMONO_SIM_CUS", strcmp(cfg->arch, "gfx942") == 0 ? 304 : 256, 1, 1024);
   const char *w = getenv("HSAMONO_SIM_WATCHDOG_S");
   cfg->watchdog_s = 60;
@@ -133,14 +150,18 @@ static void add_pool(struct sim_agent *a, enum sim_pool_kind kind, hsa_amd_segme
 static void build_topology(void) {
   const struct sim_config *cfg = &sim.cfg;
   sim.nagents = 0;
-  /* ROCr lists the CPU agent first */
-  struct sim_agent *cpu = &sim.agents[sim.nagents++];
-  memset(cpu, 0, sizeof *cpu);
-  cpu->index = 0;
-  strcpy(cpu->name, "cpu");
-  add_pool(cpu, POOL_SYS_FINE, HSA_AMD_SEGMENT_GLOBAL, HM_POOL_FLAG_KERNARG_INIT | HM_POOL_FLAG_FINE_GRAINED,
-           64ull << 30, true);
-  add_pool(cpu, POOL_SYS_COARSE, HSA_AMD_SEGMENT_GLOBAL, HM_POOL_FLAG_COARSE_GRAINED, 64ull << 30, true);
+  /* ROCr lists the CPU agents first, one a NUMA node, each with its node's system memory; their
+   * KFD node ids (HSA_AGENT_INFO_NODE, the index here) are the NUMA node numbers */
+  for (unsigned n = 0; n < cfg->nnodes; n++) {
+    struct sim_agent *cpu = &sim.agents[sim.nagents];
+    memset(cpu, 0, sizeof *cpu);
+    cpu->index = sim.nagents++;
+    cpu->numa_node = n;
+    strcpy(cpu->name, "cpu");
+    add_pool(cpu, POOL_SYS_FINE, HSA_AMD_SEGMENT_GLOBAL, HM_POOL_FLAG_KERNARG_INIT | HM_POOL_FLAG_FINE_GRAINED,
+             64ull << 30, true);
+    add_pool(cpu, POOL_SYS_COARSE, HSA_AMD_SEGMENT_GLOBAL, HM_POOL_FLAG_COARSE_GRAINED, 64ull << 30, true);
+  }
   bool g942 = strcmp(cfg->arch, "gfx942") == 0;
   for (unsigned i = 0; i < cfg->ngpus; i++) {
     struct sim_agent *a = &sim.agents[sim.nagents];
@@ -148,6 +169,7 @@ static void build_topology(void) {
     a->index = sim.nagents++;
     a->gpu = true;
     a->gpu_index = i;
+    a->numa_node = i * cfg->nnodes / cfg->ngpus;
     strcpy(a->name, cfg->arch);
     /* ROCr reports the full target id with the part's features: both parts run sramecc on
      * and xnack off in their usual configuration (spec/runtime.md §1.1). */
@@ -164,9 +186,11 @@ static void build_topology(void) {
     pthread_cond_init(&a->copy_cv, NULL);
     a->cu = calloc(a->ncus, sizeof *a->cu);
   }
+  char numa[32];
+  snprintf(numa, sizeof numa, ", %u NUMA nodes", cfg->nnodes);
   snprintf(sim.describe, sizeof sim.describe,
-           "software HSA agent: %u x %s, %u CUs each%s%s%s; timings are not GPU timings", cfg->ngpus, cfg->arch,
-           cfg->cus, cfg->weak ? ", weak visibility" : "", cfg->chaos ? ", chaos" : "",
+           "software HSA agent: %u x %s, %u CUs each%s%s%s%s; timings are not GPU timings", cfg->ngpus, cfg->arch,
+           cfg->cus, cfg->nnodes > 1 ? numa : "", cfg->weak ? ", weak visibility" : "", cfg->chaos ? ", chaos" : "",
            cfg->nhold ? ", CTAs held back (HSAMONO_SIM_HOLD_CTAS)" : "");
 }
 
@@ -421,6 +445,12 @@ SIM_API hsa_status_t hsa_amd_memory_pool_get_info(hsa_amd_memory_pool_t pool, hs
   return HSA_STATUS_SUCCESS;
 }
 
+/* Link hops between two different agents: GPU-GPU one (xGMI), CPU-CPU one; a GPU and a CPU one
+ * when they share a NUMA node, two (through the GPU's own node) when not. */
+static unsigned link_hops(const struct sim_agent *a, const struct sim_agent *b) {
+  return a->gpu != b->gpu && a->numa_node != b->numa_node ? 2 : 1;
+}
+
 SIM_API hsa_status_t hsa_amd_agent_memory_pool_get_info(hsa_agent_t agent, hsa_amd_memory_pool_t pool,
                                                         hsa_amd_agent_memory_pool_info_t attribute, void *value) {
   NEED_INIT();
@@ -440,16 +470,25 @@ SIM_API hsa_status_t hsa_amd_agent_memory_pool_get_info(hsa_agent_t agent, hsa_a
     else
       *(hsa_amd_memory_pool_access_t *)value = HSA_AMD_MEMORY_POOL_ACCESS_DISALLOWED_BY_DEFAULT;
     break;
-  case HSA_AMD_AGENT_MEMORY_POOL_INFO_NUM_LINK_HOPS: *(uint32_t *)value = own ? 0 : 1; break;
+  case HSA_AMD_AGENT_MEMORY_POOL_INFO_NUM_LINK_HOPS: *(uint32_t *)value = own ? 0 : link_hops(a, p->agent); break;
   case HSA_AMD_AGENT_MEMORY_POOL_INFO_LINK_INFO: {
+    /* one entry a hop, as ROCr writes them (the caller sizes the array by NUM_LINK_HOPS) */
     hsa_amd_memory_pool_link_info_t *li = value;
-    memset(li, 0, sizeof *li);
-    if (!own) {
-      /* GPUs of one box are one xGMI hive: every peer one hop away (MI300X / MI355X OAM) */
-      bool xgmi = a->gpu && p->agent->gpu;
-      li->link_type = xgmi ? HSA_AMD_LINK_INFO_TYPE_XGMI : HSA_AMD_LINK_INFO_TYPE_PCIE;
-      li->numa_distance = xgmi ? 15 : 20;
-      li->min_bandwidth = li->max_bandwidth = xgmi ? 64000 : 32000;
+    unsigned hops = own ? 0 : link_hops(a, p->agent);
+    memset(li, 0, sizeof *li * (hops ? hops : 1));
+    if (hops == 2) {
+      /* a GPU and another node's CPU: across the sockets' link, then the GPU's PCIe link */
+      li[0].link_type = HSA_AMD_LINK_INFO_TYPE_QPI, li[0].numa_distance = 32;
+      li[0].min_bandwidth = li[0].max_bandwidth = 64000;
+      li[1].link_type = HSA_AMD_LINK_INFO_TYPE_PCIE, li[1].numa_distance = 20;
+      li[1].min_bandwidth = li[1].max_bandwidth = 32000;
+    } else if (hops == 1) {
+      /* GPUs of one box are one xGMI hive: every peer one hop away (MI300X / MI355X OAM); a GPU
+       * and its own node's CPU one PCIe hop; two CPU agents the sockets' link */
+      bool xgmi = a->gpu && p->agent->gpu, sockets = !a->gpu && !p->agent->gpu;
+      li->link_type = xgmi ? HSA_AMD_LINK_INFO_TYPE_XGMI : sockets ? HSA_AMD_LINK_INFO_TYPE_QPI : HSA_AMD_LINK_INFO_TYPE_PCIE;
+      li->numa_distance = xgmi ? 15 : sockets ? 32 : 20;
+      li->min_bandwidth = li->max_bandwidth = xgmi || sockets ? 64000 : 32000;
     }
     break;
   }

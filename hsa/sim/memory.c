@@ -2,6 +2,7 @@
  * across processes), access rights, async copy and fill, and IPC export / attach / detach. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -179,6 +180,30 @@ SIM_API hsa_status_t hsa_amd_memory_fill(void *ptr, uint32_t value, size_t count
     return HSA_STATUS_ERROR_INVALID_ARGUMENT;
   uint32_t *p = ptr;
   for (size_t i = 0; i < count; i++) p[i] = value;
+  return HSA_STATUS_SUCCESS;
+}
+
+/* What ROCr tells of a pointer: its allocation, and the agent whose pool it came from (a CPU
+ * agent for system memory: which NUMA node's memory it is). The accessible list is not kept. */
+SIM_API hsa_status_t hsa_amd_pointer_info(const void *ptr, hsa_amd_pointer_info_t *info, void *(*alloc)(size_t),
+                                          uint32_t *num_agents_accessible, hsa_agent_t **accessible) {
+  (void)alloc;
+  if (sim.refcount == 0) return HSA_STATUS_ERROR_NOT_INITIALIZED;
+  if (!ptr || !info || info->size < offsetof(hsa_amd_pointer_info_t, agentOwner) + sizeof(hsa_agent_t))
+    return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+  if (num_agents_accessible) *num_agents_accessible = 0;
+  if (accessible) *accessible = NULL;
+  uint32_t size = info->size < sizeof *info ? info->size : (uint32_t)sizeof *info;
+  memset((char *)info + sizeof info->size, 0, size - sizeof info->size);
+  info->size = size;
+  struct sim_alloc a;
+  if (!sim_alloc_find((uintptr_t)ptr, &a)) return HSA_STATUS_SUCCESS; /* HSA_EXT_POINTER_TYPE_UNKNOWN */
+  info->type = a.attached ? HSA_EXT_POINTER_TYPE_IPC : HSA_EXT_POINTER_TYPE_HSA;
+  info->agentBaseAddress = info->hostBaseAddress = (void *)a.base;
+  info->sizeInBytes = a.size;
+  if (a.pool) info->agentOwner.handle = (uint64_t)(uintptr_t)a.pool->agent;
+  if (size >= offsetof(hsa_amd_pointer_info_t, global_flags) + sizeof info->global_flags && a.pool)
+    info->global_flags = a.pool->flags;
   return HSA_STATUS_SUCCESS;
 }
 

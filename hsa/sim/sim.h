@@ -25,7 +25,9 @@
 #include "isa/hm_isa.h"
 
 #define SIM_API __attribute__((visibility("default")))
-#define SIM_MAX_AGENTS 16
+/* CPU agents (one a NUMA node) and GPU agents together: 16 GPUs on as many nodes */
+#define SIM_MAX_AGENTS 32
+#define SIM_MAX_GPUS 16
 #define SIM_MAX_POOLS 4
 #define SIM_PAGE 4096u
 #define SIM_MAX_CTA 1024u
@@ -36,6 +38,7 @@
 
 struct sim_config {
   unsigned ngpus;          /* HSAMONO_SIM_AGENTS, default 4 */
+  unsigned nnodes;         /* HSAMONO_SIM_NUMA_NODES, default 1: CPU agents, GPU g on node g*nnodes/ngpus */
   char arch[16];           /* HSAMONO_SIM_ARCH: gfx950 (default) or gfx942 */
   unsigned cus;            /* HSAMONO_SIM_CUS, default the part's 256 / 304 */
   double watchdog_s;       /* HSAMONO_SIM_WATCHDOG_S, default 60 */
@@ -80,6 +83,7 @@ struct sim_agent {
   unsigned index;       /* position in hsa_iterate_agents order */
   bool gpu;
   unsigned gpu_index;   /* among GPU agents */
+  unsigned numa_node;   /* a CPU agent's node (its index), a GPU's nearest node */
   char name[16];        /* "gfx950" / "cpu" */
   char isa[80];         /* full target id */
   enum hm_isa_arch arch;

@@ -99,7 +99,8 @@ static void *create_rank(void *arg) {
 
 /* fn on every rank in its own thread; the first failure (rank order) as the result */
 static hm_status on_ranks(hm_ffn_group *g, void *(*fn)(void *)) {
-  return hm_on_ranks(g->rank, sizeof g->rank[0], offsetof(struct grank, res), g->tp, fn);
+  return hm_on_ranks(g->rank, sizeof g->rank[0], offsetof(struct grank, res), offsetof(struct grank, agent), g->tp,
+                     fn);
 }
 
 hm_status hm_ffn_group_create(hm_runtime *rt, const hm_layer_weights *w, uint32_t tp, const hm_ffn_config *cfg,

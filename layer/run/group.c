@@ -18,14 +18,33 @@ static hm_rank_result *result_of(void *ranks, size_t stride, size_t off, uint32_
   return (hm_rank_result *)((char *)ranks + r * stride + off);
 }
 
-hm_status hm_on_ranks(void *ranks, size_t stride, size_t result_off, uint32_t tp, void *(*fn)(void *)) {
+/* A rank thread's start: bound to its GPU's NUMA node first, then the rank's body. */
+struct rank_start {
+  void *(*fn)(void *);
+  void *rank;
+  hm_agent *agent;
+};
+
+static void *rank_thread(void *arg) {
+  const struct rank_start *rs = arg;
+  /* a machine without NUMA (or without the node) runs the rank wherever it is: the binding's
+   * failure was logged at debug level by hm_agent_bind_thread */
+  if (rs->agent) (void)hm_agent_bind_thread(rs->agent);
+  return rs->fn(rs->rank);
+}
+
+hm_status hm_on_ranks(void *ranks, size_t stride, size_t result_off, size_t agent_off, uint32_t tp,
+                      void *(*fn)(void *)) {
   if (tp > HM_GROUP_MAX_TP) return hm_fail(HM_ERR_INVALID_ARG, "group: TP %u (at most %d)", tp, HM_GROUP_MAX_TP);
   pthread_t th[HM_GROUP_MAX_TP];
+  struct rank_start rs[HM_GROUP_MAX_TP];
   uint32_t started = 0;
   for (uint32_t r = 0; r < tp; r++) {
     hm_rank_result *res = result_of(ranks, stride, result_off, r);
     res->st = HM_OK, res->err[0] = 0;
-    if (pthread_create(&th[r], NULL, fn, (char *)ranks + r * stride) != 0) {
+    void *rank = (char *)ranks + r * stride;
+    rs[r] = (struct rank_start){fn, rank, *(hm_agent **)((char *)rank + agent_off)};
+    if (pthread_create(&th[r], NULL, rank_thread, &rs[r]) != 0) {
       res->st = HM_ERR_RUNTIME;
       snprintf(res->err, sizeof res->err, "rank %u: cannot start its thread", r);
       break;

@@ -24,8 +24,11 @@ typedef struct hm_rank_result {
 void *hm_rank_keep(hm_rank_result *res, uint32_t r, hm_status s);
 
 /* Runs fn on each of tp rank structs (ranks + r * stride, whose hm_rank_result lies at byte
- * result_off) in its own thread, waits for all, and returns the first failure in rank order. */
-hm_status hm_on_ranks(void *ranks, size_t stride, size_t result_off, uint32_t tp, void *(*fn)(void *));
+ * result_off and whose GPU agent, an hm_agent *, at byte agent_off) in its own thread, bound to
+ * that agent's NUMA node when the machine has it (hm_agent_bind_thread; not binding is logged at
+ * debug level, never fatal), waits for all, and returns the first failure in rank order. */
+hm_status hm_on_ranks(void *ranks, size_t stride, size_t result_off, size_t agent_off, uint32_t tp,
+                      void *(*fn)(void *));
 
 void hm_group_to_bf16(const float *x, uint64_t n, uint16_t *out);
 void hm_group_from_bf16(const uint16_t *x, uint64_t n, float *out);

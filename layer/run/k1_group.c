@@ -50,7 +50,8 @@ static void *keep(struct grank *k, hm_status s) { return hm_rank_keep(&k->res, k
 
 /* fn on every rank in its own thread; the first failure (rank order) as the result */
 static hm_status on_ranks(hm_k1_group *g, void *(*fn)(void *)) {
-  return hm_on_ranks(g->rank, sizeof g->rank[0], offsetof(struct grank, res), g->tp, fn);
+  return hm_on_ranks(g->rank, sizeof g->rank[0], offsetof(struct grank, res), offsetof(struct grank, agent), g->tp,
+                     fn);
 }
 
 /* ---------------------------------------------------------------- set-up and teardown */

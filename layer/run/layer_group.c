@@ -64,7 +64,8 @@ struct hm_layer_group {
 
 static void *keep(struct grank *k, hm_status s) { return hm_rank_keep(&k->res, k->r, s); }
 static hm_status on_ranks(hm_layer_group *g, void *(*fn)(void *)) {
-  return hm_on_ranks(g->rank, sizeof g->rank[0], offsetof(struct grank, res), g->tp, fn);
+  return hm_on_ranks(g->rank, sizeof g->rank[0], offsetof(struct grank, res), offsetof(struct grank, agent), g->tp,
+                     fn);
 }
 
 /* ---------------------------------------------------------------- set-up and teardown */

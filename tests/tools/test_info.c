@@ -1,5 +1,6 @@
 /* tests/test_info.c: runs the hsa-mono-info tool as a user would: the embedded kernels pass its
- * checks, a spilling kernel fails them (exit 1), a damaged file is a one-line error (exit 2). */
+ * checks, a spilling kernel fails them (exit 1), a damaged file is a one-line error (exit 2); the
+ * agents and the GPU-to-NUMA-node map. */
 #include <check.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -112,6 +113,27 @@ START_TEST(agents_listing) {
 }
 END_TEST
 
+/* The GPU-to-NUMA-node map on a software agent of 4 GPUs over 2 nodes: GPUs 0 and 1 beside CPU
+ * agent 0 (node 0), GPUs 2 and 3 beside CPU agent 1 (node 1), each one PCIe hop (distance 20). */
+START_TEST(numa_map) {
+  setenv("HSAMONO_RUNTIME", "sim", 1);
+  setenv("HSAMONO_SIM_AGENTS", "4", 1);
+  setenv("HSAMONO_SIM_NUMA_NODES", "2", 1);
+  char *out, *err;
+  const char *args[] = {NULL};
+  int rc = run_tool(args, &out, &err);
+  ck_assert_msg(rc == 0, "exit %d\n%s%s", rc, out, err);
+  const char *want[] = {"CPU agents: 2\n", "CPU agent 0: cpu, NUMA node 0\n", "CPU agent 1: cpu, NUMA node 1\n",
+                        "GPU -> NUMA node", "  GPU 0 -> node 0 (CPU agent 0, distance 20)\n",
+                        "  GPU 1 -> node 0 (CPU agent 0, distance 20)\n",
+                        "  GPU 2 -> node 1 (CPU agent 1, distance 20)\n",
+                        "  GPU 3 -> node 1 (CPU agent 1, distance 20)\n"};
+  for (unsigned i = 0; i < sizeof want / sizeof *want; i++)
+    ck_assert_msg(strstr(out, want[i]), "no \"%s\" in:\n%s", want[i], out);
+  free(out), free(err);
+}
+END_TEST
+
 Suite *hm_test_suite(void) {
   Suite *s = suite_create("info");
   TCase *tc = tcase_create("hsa-mono-info");
@@ -119,6 +141,7 @@ Suite *hm_test_suite(void) {
   tcase_add_test(tc, spilling_kernel_fails);
   tcase_add_test(tc, damaged_file_is_one_line_error);
   tcase_add_test(tc, agents_listing);
+  tcase_add_test(tc, numa_map);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -36,6 +36,8 @@ static void *rank_main(void *p) {
   struct rank *r = p;
   const struct opts *o = r->o;
   hm_agent *a = hm_agent_get(r->rt, r->rank);
+  /* beside its GPU, as the library's own rank threads run; not binding (no NUMA) is no error */
+  (void)hm_agent_bind_thread(a);
   uint32_t max_rows = 0;
   for (unsigned i = 0; i < o->nrows; i++) max_rows = o->rows[i] > max_rows ? o->rows[i] : max_rows;
   size_t n = (size_t)max_rows * o->width;
