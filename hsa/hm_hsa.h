@@ -93,8 +93,8 @@ hm_status hm_agent_bind_thread(hm_agent *a);
 /* ---------------------------------------------------------------- memory */
 
 /* Allocate `bytes` from agent a's pool of `kind` (KERNARG and HOST come from the system pools of
- * a's nearest CPU agent, hm_agent_info cpu_agent), aligned to `align` (a power of two up to the pool's 4 KiB granule; 0 = the
- * granule). The runtime tracks every allocation; hm_runtime_close frees what is left. */
+ * a's nearest CPU agent, hm_agent_info cpu_agent), aligned to `align` (a power of two up to the
+ * pool's 4 KiB granule; 0 = the granule). The runtime tracks every allocation; hm_runtime_close frees what is left. */
 hm_status hm_mem_alloc(hm_agent *a, hm_pool_kind kind, size_t bytes, size_t align, void **out);
 hm_status hm_mem_free(hm_runtime *rt, void *p);
 /* Size of the allocation holding p (0 if none) */

@@ -6,6 +6,7 @@
 #include <hsa/hsa.h>
 #include <hsa/hsa_ext_amd.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 
 #include "hm_hsa.h"
@@ -76,6 +77,13 @@ struct hm_agent {
   unsigned index;
   hm_agent_info info;
   hsa_amd_memory_pool_t pools[HM_POOL_KINDS];
+  /* its NUMA node's usable CPUs, found once at open (hm_rt_numa_prepare) so that binding a rank
+   * thread, once a group step, is one system call: numa_st says whether it can be bound, and
+   * numa_why why not */
+  cpu_set_t numa_cpus;
+  unsigned numa_ncpus;
+  hm_status numa_st;
+  char numa_why[200];
 };
 
 /* A CPU agent (a NUMA node's CPUs and memory, as KFD reports them) and the system pools it
@@ -144,6 +152,8 @@ hm_status hm_rt_take_fault(hm_runtime *rt);
 bool hm_rt_owns_agent(const hm_runtime *rt, const hm_agent *a);
 /* the CPU agent whose system pools serve GPU agent a (its nearest) */
 hsa_agent_t hm_rt_cpu_of(const hm_agent *a);
+/* find the CPUs of GPU agent a's NUMA node (a->info.numa_node) for hm_agent_bind_thread */
+void hm_rt_numa_prepare(hm_agent *a);
 bool hm_rt_find_alloc(hm_runtime *rt, const void *p, struct hm_alloc *out);
 uint64_t hm_now_ns(void);
 /* write one packet body (everything but its first 32 bits) into slot; returns header|setup<<16 */

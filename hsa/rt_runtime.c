@@ -239,6 +239,7 @@ static hm_status describe_agent(hm_runtime *rt, hm_agent *a) {
   /* kernel arguments and host-visible words come from the system pools of the nearest CPU
    * agent (its NUMA node's memory), so the host writes and the GPU reads cross the fewest links */
   nearest_cpu(rt, a);
+  hm_rt_numa_prepare(a);
   if (rt->ncpus) {
     const struct hm_cpu *c = &rt->cpus[in->cpu_agent];
     if (c->has_kernarg) {
