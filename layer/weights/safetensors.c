@@ -99,12 +99,25 @@ static hm_status parse_entry(hm_st_file *f, const char *name, json_object *v, ui
   return e->name ? HM_OK : hm_fail(HM_ERR_NO_MEMORY, "tensor name");
 }
 
+/* A raw key of the header text: where it starts and its length. */
+typedef struct st_key {
+  const char *s;
+  size_t len;
+} st_key;
+
+static int cmp_key(const void *a, const void *b) {
+  const st_key *x = a, *y = b;
+  if (x->len != y->len) return x->len < y->len ? -1 : 1;
+  return memcmp(x->s, y->s, x->len);
+}
+
 /* json-c keeps the last of two equal keys, silently: count the root object's keys in the text
  * itself (a scan of strings and nesting, the parse having succeeded) and refuse a header whose
- * object holds fewer. Equal raw keys are named; keys equal only after unescaping are counted. */
+ * object holds fewer. Equal raw keys are named (found by sorting, so a hostile header of a
+ * million keys costs n log n, not n^2); keys equal only after unescaping are counted. */
 static hm_status check_keys_unique(const char *path, const char *h, uint64_t n, size_t parsed) {
   size_t keys = 0, cap = 0;
-  struct { const char *s; size_t len; } *k = NULL;
+  st_key *k = NULL;
   int depth = 0;
   for (uint64_t i = 0; i < n; i++) {
     char ch = h[i];
@@ -131,10 +144,10 @@ static hm_status check_keys_unique(const char *path, const char *h, uint64_t n, 
   }
   hm_status st = HM_OK;
   if (keys != parsed) {
-    for (size_t a = 0; a < keys && st == HM_OK; a++)
-      for (size_t b = a + 1; b < keys && st == HM_OK; b++)
-        if (k[a].len == k[b].len && !memcmp(k[a].s, k[b].s, k[a].len))
-          st = hm_fail(HM_ERR_FORMAT, "%s: the header names '%.*s' twice", path, (int)k[a].len, k[a].s);
+    qsort(k, keys, sizeof *k, cmp_key);
+    for (size_t a = 1; a < keys && st == HM_OK; a++)
+      if (!cmp_key(&k[a - 1], &k[a]))
+        st = hm_fail(HM_ERR_FORMAT, "%s: the header names '%.*s' twice", path, (int)k[a].len, k[a].s);
     if (st == HM_OK)
       st = hm_fail(HM_ERR_FORMAT, "%s: the header names a tensor twice (%zu keys, %zu distinct once unescaped)", path,
                    keys, parsed);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "helpers.h"
@@ -150,6 +151,39 @@ START_TEST(malformed) {
 }
 END_TEST
 
+/* A hostile header's cost grows with its size, not with its size squared: 400,000 empty tensors
+ * (a 22 MB header, inside the 100 MB limit) with the last name given twice. The
+ * duplicate search once compared every pair of keys (8e10 pairs here: minutes; at the header limit,
+ * days); sorted, it is a fraction of a second beside the JSON parse. The bound is a hang bound, not
+ * a performance figure: 20 s is 10x the parse's own time on this 2-core machine under load. */
+START_TEST(duplicate_among_many_fails_fast) {
+  mkdir_tmp();
+  enum { KEYS = 400000 };
+  size_t cap = (size_t)KEYS * 64 + 64, n = 0;
+  char *h = malloc(cap);
+  ck_assert_ptr_nonnull(h);
+  h[n++] = '{';
+  for (int i = 0; i < KEYS; i++)
+    n += (size_t)snprintf(h + n, cap - n, "%s\"t%07d\":{\"dtype\":\"U8\",\"shape\":[0],\"data_offsets\":[0,0]}",
+                          i ? "," : "", i == KEYS - 1 ? KEYS - 2 : i);
+  h[n++] = '}';
+  h[n] = 0;
+  char p[300];
+  snprintf(p, sizeof p, "%s/many.safetensors", dir);
+  write_raw(p, h, n, 0);
+  free(h);
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  hm_st_file *f;
+  ck_assert_int_eq(hm_st_open(p, &f), HM_ERR_FORMAT);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  ck_assert_msg(strstr(hm_errmsg(), "'t0399998' twice") != NULL, "%s", hm_errmsg());
+  double s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  ck_assert_msg(s < 20.0, "refusing a duplicate among %d keys took %.1f s", KEYS, s);
+  rm_tree();
+}
+END_TEST
+
 /* the generator's checkpoint tensors in two shards, read back as a checkpoint: the same weights */
 START_TEST(checkpoint_source) {
   mkdir_tmp();
@@ -213,6 +247,7 @@ Suite *hm_test_suite(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, roundtrip);
   tcase_add_test(tc, malformed);
+  tcase_add_test(tc, duplicate_among_many_fails_fast);
   tcase_add_test(tc, checkpoint_source);
   suite_add_tcase(s, tc);
   return s;
