@@ -111,7 +111,7 @@ int check_layer(int argc, char **argv) {
   hm_runtime *rt;
   if (hm_runtime_open(NULL, &rt) != HM_OK) {
     fprintf(stderr, "hsa-mono-check layer: %s\n", hm_errmsg());
-    return CLI_EXIT_MISUSE;
+    return CLI_EXIT_NOT_RUN;
   }
   /* the software agent's default: 32 of V4.1-Flash's routed experts, so a step takes seconds */
   if (experts < 0) experts = hm_runtime_is_sim(rt) && !strcmp(model, "v41-flash") ? 32 : 0;
