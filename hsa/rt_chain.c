@@ -91,7 +91,8 @@ hm_status hm_chain_add_barrier(hm_chain *c, const hm_barrier_pkt *b) {
 }
 
 hm_status hm_chain_replay(hm_chain *c) {
-  if (!c || c->n == 0) return hm_fail(HM_ERR_INVALID_ARG, "hm_chain_replay: empty chain");
+  if (!c) return hm_fail(HM_ERR_INVALID_ARG, "hm_chain_replay: NULL chain");
+  if (c->n == 0) return hm_fail(HM_ERR_INVALID_ARG, "hm_chain_replay: empty chain");
   hm_queue *q = c->q;
   hm_status s = hm_rt_take_fault(q->rt);
   if (s) return s;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "cli.h"
 #include "ffn_tool.h"
 #include "formats.h"
 #include "hm_ffn_group.h"
@@ -37,7 +38,7 @@ static void usage(FILE *f) {
           "rank on its own agent (HSAMONO_RUNTIME: a GPU, or the software agent), on generated weights and\n"
           "inputs, and the fp32 reference on the same; prints per output (x, res, post, comb, pre) the\n"
           "max-abs and relative error and the cosine against the reference, checks that every rank holds the\n"
-          "same bits, and exits 1 past tolerance (2 on bad usage or a failed run). On the software agent the\n"
+          "same bits, and exits 1 past tolerance (2 on misuse or a run that could not be done). On the software agent the\n"
           "grid is 8 CTAs a rank (CPU threads), on a GPU one CTA a CU; --ctas G sets another.\n");
 }
 
@@ -50,32 +51,28 @@ int check_ffn(int argc, char **argv) {
                                        {"experts", required_argument, 0, 'e'}, {"topk", required_argument, 0, 'k'},
                                        {"seed", required_argument, 0, 's'},    {"ctas", required_argument, 0, 'g'},
                                        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+  cli c = {.prog = "hsa-mono-check ffn", .usage = usage};
   int o;
   optind = 1;
-  while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+  while ((o = cli_next(&c, argc, argv, opts)) != -1) {
     switch (o) {
-      case 't': tp = strtol(optarg, NULL, 10); break;
-      case 'r': rows = strtol(optarg, NULL, 10); break;
-      case 'c': model = optarg; break;
-      case 'l': layer = strtol(optarg, NULL, 10); break;
-      case 'e': experts = strtol(optarg, NULL, 10); break;
-      case 'k': topk = strtol(optarg, NULL, 10); break;
-      case 's': seed = strtoull(optarg, NULL, 0); break;
-      case 'g': ctas = strtol(optarg, NULL, 10); break;
+      case 't': cli_long_of(&c, launch_tool_tps, 2, &tp); break;
+      case 'r': cli_long(&c, 1, HM_MAX_ROWS, &rows); break;
+      case 'c': cli_word(&c, launch_tool_configs, &model); break;
+      case 'l': cli_long(&c, 0, HM_MAX_LAYERS - 1, &layer); break;
+      case 'e': cli_long(&c, 1, LAUNCH_TOOL_MAX_EXPERTS, &experts); break;
+      case 'k': cli_long(&c, 1, LAUNCH_TOOL_MAX_TOPK, &topk); break;
+      case 's': cli_u64(&c, &seed); break;
+      case 'g': cli_long(&c, 1, LAUNCH_TOOL_MAX_CTAS, &ctas); break;
       case 'h': usage(stdout); return 0;
-      default: usage(stderr); return 2;
     }
   }
-  if ((tp != 2 && tp != 4) || rows < 1 || rows > HM_MAX_ROWS || ctas < 0) {
-    usage(stderr);
-    return 2;
-  }
+  if (cli_end(&c, argc, argv)) return CLI_EXIT_MISUSE;
+  if (!tp) return cli_refuse(&c, "--tp is required");
+  if (!rows) return cli_refuse(&c, "--rows is required");
   hm_layer_config cfg;
   bool reduced;
-  if (ffn_tool_layer(model, layer, experts, topk, &cfg, &reduced) != HM_OK) {
-    fprintf(stderr, "hsa-mono-check ffn: %s\n", hm_errmsg());
-    return 2;
-  }
+  if (ffn_tool_layer(model, layer, experts, topk, &cfg, &reduced) != HM_OK) return cli_refuse(&c, "%s", hm_errmsg());
   hm_runtime *rt;
   if (hm_runtime_open(NULL, &rt) != HM_OK) {
     fprintf(stderr, "hsa-mono-check ffn: %s\n", hm_errmsg());

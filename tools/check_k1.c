@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "cli.h"
 #include "hm_k1_group.h"
 #include "hm_ref.h"
 #include "launch_tool.h"
@@ -51,7 +52,7 @@ static void usage(FILE *f) {
           "reference, the record bytes that differ at the step's slots and outside them, the key table's\n"
           "and klen's differing entries (an index-source layer's from the keylist launch on the generated\n"
           "top-k), and whether every rank holds rank 0's res, comb, records and key table. Exits 1 past\n"
-          "tolerance, 2 on bad usage or a failed run. On the software agent the grid is 8 CTAs a rank (CPU\n"
+          "tolerance, 2 on misuse or a run that could not be done. On the software agent the grid is 8 CTAs a rank (CPU\n"
           "threads), on a GPU one CTA a CU; --ctas G sets another.\n");
 }
 
@@ -71,40 +72,36 @@ int check_k1(int argc, char **argv) {
                                        {"reqs", required_argument, 0, 'q'},   {"block", required_argument, 0, 'b'},
                                        {"seed", required_argument, 0, 's'},   {"ctas", required_argument, 0, 'g'},
                                        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
-  int o, bad = 0;
+  cli c = {.prog = "hsa-mono-check k1", .usage = usage};
+  static const long ratios[] = {0, 1, 2};
+  int o;
   optind = 1;
-  while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+  while ((o = cli_next(&c, argc, argv, opts)) != -1) {
     switch (o) {
-      case 't': bad |= !launch_tool_num(optarg, &tp); break;
-      case 'r': bad |= !launch_tool_num(optarg, &rows); break;
-      case 'R': bad |= !launch_tool_num(optarg, &ratio) || ratio < 0 || ratio > 2; break;
-      case 'c': model = optarg; break;
-      case 'l': bad |= !launch_tool_num(optarg, &layer) || layer < 0; break;
-      case 'x': bad |= !launch_tool_num(optarg, &ctx) || ctx < 0; break;
-      case 'q': bad |= !launch_tool_num(optarg, &reqs); break;
-      case 'b': bad |= !launch_tool_num(optarg, &block) || block < 2; break;
-      case 's': bad |= !launch_tool_seed(optarg, &seed); break;
-      case 'g': bad |= !launch_tool_num(optarg, &ctas) || ctas < 0; break;
+      case 't': cli_long_of(&c, launch_tool_tps, 2, &tp); break;
+      case 'r': cli_long(&c, 1, HM_MAX_ROWS, &rows); break;
+      case 'R': cli_long_of(&c, ratios, 3, &ratio); break;
+      case 'c': cli_word(&c, launch_tool_configs, &model); break;
+      case 'l': cli_long(&c, 0, HM_MAX_LAYERS - 1, &layer); break;
+      case 'x': cli_long(&c, 0, LAUNCH_TOOL_SLOTS - 1, &ctx); break;
+      case 'q': cli_long(&c, 1, HM_MAX_ROWS, &reqs); break;
+      case 'b': cli_long(&c, 2, LAUNCH_TOOL_SLOTS, &block); break;
+      case 's': cli_u64(&c, &seed); break;
+      case 'g': cli_long(&c, 1, LAUNCH_TOOL_MAX_CTAS, &ctas); break;
       case 'h': usage(stdout); return 0;
-      default: usage(stderr); return 2;
     }
   }
-  if (bad || optind < argc || (tp != 2 && tp != 4) || rows < 1 || rows > HM_MAX_ROWS || (ratio < 0 && layer < 0) ||
-      reqs < 1 || rows % reqs) {
-    usage(stderr);
-    return 2;
-  }
+  if (cli_end(&c, argc, argv)) return CLI_EXIT_MISUSE;
+  if (!tp) return cli_refuse(&c, "--tp is required");
+  if (!rows) return cli_refuse(&c, "--rows is required");
+  if (ratio < 0 && layer < 0) return cli_refuse(&c, "--ratio or --layer is required");
+  if (launch_tool_step_shape(&c, rows, reqs, ctx, block)) return CLI_EXIT_MISUSE;
   if (layer < 0) layer = default_layer[ratio];
   hm_layer_config cfg;
-  if (hm_config_by_name(model, (int32_t)layer, &cfg) != HM_OK) {
-    fprintf(stderr, "hsa-mono-check k1: %s\n", hm_errmsg());
-    return 2;
-  }
-  if (ratio >= 0 && cfg.compress_ratio != (uint32_t)ratio) {
-    fprintf(stderr, "hsa-mono-check k1: %s layer %ld has compress ratio %u, not --ratio %ld\n", model, layer,
-            cfg.compress_ratio, ratio);
-    return 2;
-  }
+  if (hm_config_by_name(model, (int32_t)layer, &cfg) != HM_OK) return cli_refuse(&c, "%s", hm_errmsg());
+  if (ratio >= 0 && cfg.compress_ratio != (uint32_t)ratio)
+    return cli_refuse(&c, "%s layer %ld has compress ratio %u, not --ratio %ld", model, layer, cfg.compress_ratio,
+                      ratio);
   hm_runtime *rt;
   if (hm_runtime_open(NULL, &rt) != HM_OK) {
     fprintf(stderr, "hsa-mono-check k1: %s\n", hm_errmsg());

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "cli.h"
 #include "ffn_tool.h"
 #include "hm_ref.h"
 #include "launch_tool.h"
@@ -59,7 +60,7 @@ static void usage(FILE *f) {
           "the reference; x token by token (a token whose route flipped at a near tie differs as a whole) and\n"
           "against the reference's MoE on the kernel's own normed rows, with its route; an index source's\n"
           "top-k; the key table's and klen's differing entries; whether every rank holds rank 0's outputs.\n"
-          "Exits 1 past tolerance, 2 on bad usage or a failed run. On the software agent the routed experts\n"
+          "Exits 1 past tolerance, 2 on misuse or a failed run. On the software agent the routed experts\n"
           "of v41-flash are cut to 32 (--experts E: another count; every line then says the run is reduced)\n"
           "and the grid is 8 CTAs a rank (CPU threads), on a GPU one CTA a CU; --ctas G sets another.\n");
 }
@@ -80,38 +81,40 @@ int check_layer(int argc, char **argv) {
                                        {"reqs", required_argument, 0, 'q'},   {"block", required_argument, 0, 'b'},
                                        {"seed", required_argument, 0, 's'},   {"ctas", required_argument, 0, 'g'},
                                        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
-  int o, bad = 0;
+  cli c = {.prog = "hsa-mono-check layer", .usage = usage};
+  int o;
   optind = 1;
-  while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+  while ((o = cli_next(&c, argc, argv, opts)) != -1) {
     switch (o) {
-      case 'l': bad |= !launch_tool_num(optarg, &layer) || layer < 0; break;
-      case 't': bad |= !launch_tool_num(optarg, &tp); break;
-      case 'r': bad |= !launch_tool_num(optarg, &rows); break;
-      case 'c': model = optarg; break;
-      case 'e': bad |= !launch_tool_num(optarg, &experts) || experts < 1; break;
-      case 'x': bad |= !launch_tool_num(optarg, &ctx) || ctx < 0; break;
-      case 'q': bad |= !launch_tool_num(optarg, &reqs); break;
-      case 'b': bad |= !launch_tool_num(optarg, &block) || block < 2; break;
-      case 's': bad |= !launch_tool_seed(optarg, &seed); break;
-      case 'g': bad |= !launch_tool_num(optarg, &ctas) || ctas < 0; break;
+      case 'l': cli_long(&c, 0, HM_MAX_LAYERS - 1, &layer); break;
+      case 't': cli_long_of(&c, launch_tool_tps, 2, &tp); break;
+      case 'r': cli_long(&c, 1, HM_MAX_ROWS, &rows); break;
+      case 'c': cli_word(&c, launch_tool_configs, &model); break;
+      case 'e': cli_long(&c, 1, LAUNCH_TOOL_MAX_EXPERTS, &experts); break;
+      case 'x': cli_long(&c, 0, LAUNCH_TOOL_SLOTS - 1, &ctx); break;
+      case 'q': cli_long(&c, 1, HM_MAX_ROWS, &reqs); break;
+      case 'b': cli_long(&c, 2, LAUNCH_TOOL_SLOTS, &block); break;
+      case 's': cli_u64(&c, &seed); break;
+      case 'g': cli_long(&c, 1, LAUNCH_TOOL_MAX_CTAS, &ctas); break;
       case 'h': usage(stdout); return 0;
-      default: usage(stderr); return 2;
     }
   }
-  if (bad || optind < argc || layer < 0 || (tp != 2 && tp != 4) || rows < 1 || rows > HM_MAX_ROWS || reqs < 1 ||
-      rows % reqs) {
-    usage(stderr);
-    return 2;
-  }
+  if (cli_end(&c, argc, argv)) return CLI_EXIT_MISUSE;
+  if (layer < 0) return cli_refuse(&c, "--layer is required");
+  if (!tp) return cli_refuse(&c, "--tp is required");
+  if (!rows) return cli_refuse(&c, "--rows is required");
+  if (launch_tool_step_shape(&c, rows, reqs, ctx, block)) return CLI_EXIT_MISUSE;
+  hm_layer_config cfg, named;
+  bool reduced;
+  if (ffn_tool_layer(model, layer, experts > 0 ? experts : 0, 0, &cfg, &reduced) != HM_OK)
+    return cli_refuse(&c, "%s", hm_errmsg());
   hm_runtime *rt;
   if (hm_runtime_open(NULL, &rt) != HM_OK) {
     fprintf(stderr, "hsa-mono-check layer: %s\n", hm_errmsg());
-    return 2;
+    return CLI_EXIT_NOT_RUN;
   }
   /* the software agent's default: 32 of V4.1-Flash's routed experts, so a step takes seconds */
   if (experts < 0) experts = hm_runtime_is_sim(rt) && !strcmp(model, "v41-flash") ? 32 : 0;
-  hm_layer_config cfg, named;
-  bool reduced;
   if (ffn_tool_layer(model, layer, experts, 0, &cfg, &reduced) != HM_OK ||
       hm_config_by_name(model, (int32_t)layer, &named) != HM_OK) {
     fprintf(stderr, "hsa-mono-check layer: %s\n", hm_errmsg());

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "cli.h"
 #include "check_chain.h"
 #include "ffn_tool.h"
 #include "hm_ref.h"
@@ -71,22 +72,11 @@ static void usage(FILE *f) {
           "reference chain, x and the route against the reference's MoE on the layer's own normed rows, an\n"
           "index source's top-k, the key table, the SWA records, the tokens whose route flipped (left out\n"
           "from then on), and whether every rank holds rank 0's outputs; exits 1 past the budgets (they\n"
-          "grow with depth and step: see check_model.c), 2 on bad usage or a failed run. Every layer's group\n"
+          "grow with depth and step: see check_model.c), 2 on misuse or a failed run. Every layer's group\n"
           "stays alive for the run: on the software agent a tiny layer at TP4 holds ~0.2 GB, a full-size one\n"
           "with 32 experts ~2 GB (so: --config tiny, or a few layers at full size). On the\n"
           "software agent the routed experts of v41-flash are cut to 32 (--experts E: another count; every\n"
           "line then says the run is reduced) and the grid is 8 CTAs a rank; --ctas G sets another.\n");
-}
-
-/* "A-B" with A <= B, both layers of the schedule */
-static int parse_range(const char *s, long *a, long *b) {
-  const char *dash = strchr(s, '-');
-  if (!dash || dash == s) return 0;
-  char first[24];
-  size_t n = (size_t)(dash - s);
-  if (n >= sizeof first) return 0;
-  memcpy(first, s, n), first[n] = 0;
-  return launch_tool_num(first, a) && launch_tool_num(dash + 1, b) && *a >= 0 && *a <= *b && *b < HM_MAX_LAYERS;
 }
 
 static void *dup(const void *p, size_t n) {
@@ -106,35 +96,39 @@ int check_model(int argc, char **argv) {
                                        {"block", required_argument, 0, 'b'},  {"seed", required_argument, 0, 's'},
                                        {"ctas", required_argument, 0, 'g'},   {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
-  int o, bad = 0;
+  cli cl = {.prog = "hsa-mono-check model", .usage = usage};
+  int o;
   optind = 1;
-  while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+  while ((o = cli_next(&cl, argc, argv, opts)) != -1) {
     switch (o) {
-      case 'l': bad |= !parse_range(optarg, &a, &b); break;
-      case 't': bad |= !launch_tool_num(optarg, &tp); break;
-      case 'r': bad |= !launch_tool_num(optarg, &rows); break;
-      case 'n': bad |= !launch_tool_num(optarg, &steps) || steps < 1; break;
-      case 'c': model = optarg; break;
-      case 'e': bad |= !launch_tool_num(optarg, &experts) || experts < 1; break;
-      case 'x': bad |= !launch_tool_num(optarg, &ctx) || ctx < 0; break;
-      case 'q': bad |= !launch_tool_num(optarg, &reqs); break;
-      case 'b': bad |= !launch_tool_num(optarg, &block) || block < 2; break;
-      case 's': bad |= !launch_tool_seed(optarg, &seed); break;
-      case 'g': bad |= !launch_tool_num(optarg, &ctas) || ctas < 0; break;
+      case 'l': cli_range(&cl, 0, HM_MAX_LAYERS - 1, &a, &b); break;
+      case 't': cli_long_of(&cl, launch_tool_tps, 2, &tp); break;
+      case 'r': cli_long(&cl, 1, HM_MAX_ROWS, &rows); break;
+      case 'n': cli_long(&cl, 1, MAX_POS, &steps); break;
+      case 'c': cli_word(&cl, launch_tool_configs, &model); break;
+      case 'e': cli_long(&cl, 1, LAUNCH_TOOL_MAX_EXPERTS, &experts); break;
+      case 'x': cli_long(&cl, 0, LAUNCH_TOOL_SLOTS - 1, &ctx); break;
+      case 'q': cli_long(&cl, 1, HM_MAX_ROWS, &reqs); break;
+      case 'b': cli_long(&cl, 2, LAUNCH_TOOL_SLOTS, &block); break;
+      case 's': cli_u64(&cl, &seed); break;
+      case 'g': cli_long(&cl, 1, LAUNCH_TOOL_MAX_CTAS, &ctas); break;
       case 'h': usage(stdout); return 0;
-      default: usage(stderr); return 2;
     }
   }
-  if (bad || optind < argc || a < 0 || (tp != 2 && tp != 4) || rows < 1 || rows > HM_MAX_ROWS || reqs < 1 ||
-      rows % reqs) {
-    usage(stderr);
-    return 2;
-  }
+  if (cli_end(&cl, argc, argv)) return CLI_EXIT_MISUSE;
+  if (a < 0) return cli_refuse(&cl, "--layers is required");
+  if (!tp) return cli_refuse(&cl, "--tp is required");
+  if (!rows) return cli_refuse(&cl, "--rows is required");
+  if (launch_tool_step_shape(&cl, rows, reqs, ctx, block)) return CLI_EXIT_MISUSE;
   /* the last step's rows must fit the caches: positions ctx + steps - 1 + 7 (reqs - 1) + rows / reqs */
-  if (ctx + steps - 1 + 7 * (reqs - 1) + rows / reqs >= MAX_POS) {
-    fprintf(stderr, "hsa-mono-check model: context %ld over %ld steps passes the caches' %d positions\n", ctx, steps,
-            MAX_POS);
-    return 2;
+  if (ctx + steps - 1 + 7 * (reqs - 1) + rows / reqs >= MAX_POS)
+    return cli_refuse(&cl, "context %ld over %ld steps passes the caches' %d positions", ctx, steps, MAX_POS);
+  /* every layer of the chain takes --experts (a count below a layer's top-k does not) */
+  for (long l = a; l <= b; l++) {
+    hm_layer_config probe;
+    bool red;
+    if (ffn_tool_layer(model, l, experts > 0 ? experts : 0, 0, &probe, &red) != HM_OK)
+      return cli_refuse(&cl, "%s", hm_errmsg());
   }
   hm_runtime *rt;
   if (hm_runtime_open(NULL, &rt) != HM_OK) {

@@ -9,6 +9,9 @@
 #include <time.h>
 
 #include "check.h"
+#include "cli.h"
+#include "ffn_tool.h"
+#include "launch_tool.h"
 #include "hm_config.h"
 #include "hm_ref.h"
 #include "hm_safetensors.h"
@@ -33,8 +36,8 @@ static void usage(FILE *f) {
 }
 
 static int fail(const char *what) {
-  fprintf(stderr, "hsa-mono-check: %s: %s\n", what, hm_errmsg());
-  return 1;
+  fprintf(stderr, "hsa-mono-check ref: %s: %s\n", what, hm_errmsg());
+  return CLI_EXIT_NOT_RUN;
 }
 
 /* the trace grouped by stage (the name without its last component), one file each */
@@ -81,44 +84,42 @@ static int cmd_ref(int argc, char **argv) {
                                        {"topk", required_argument, 0, 'k'},    {"ckpt", required_argument, 0, 'C'},
                                        {"context", required_argument, 0, 'x'}, {"reqs", required_argument, 0, 'q'},
                                        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+  static const long tps[] = {1, 2, 4};
+  static const char *const launches[] = {"layer", "ffn", NULL};
+  cli c = {.prog = "hsa-mono-check ref", .usage = usage};
   int o;
   optind = 1;
-  while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+  while ((o = cli_next(&c, argc, argv, opts)) != -1) {
     switch (o) {
-      case 'c': model = optarg; break;
-      case 'l': layer = strtol(optarg, NULL, 10); break;
-      case 'r': rows = strtol(optarg, NULL, 10); break;
-      case 't': tp = strtol(optarg, NULL, 10); break;
-      case 's': seed = strtoull(optarg, NULL, 0), have_seed = 1; break;
+      case 'c': cli_word(&c, launch_tool_configs, &model); break;
+      case 'l': cli_long(&c, 0, HM_MAX_LAYERS - 1, &layer); break;
+      case 'r': cli_long(&c, 1, HM_MAX_ROWS, &rows); break;
+      case 't': cli_long_of(&c, tps, 3, &tp); break;
+      case 's': have_seed = cli_u64(&c, &seed); break;
       case 'o': out = optarg; break;
-      case 'L': launch = optarg; break;
-      case 'e': experts = strtol(optarg, NULL, 10); break;
-      case 'k': topk = strtol(optarg, NULL, 10); break;
+      case 'L': cli_word(&c, launches, &launch); break;
+      case 'e': cli_long(&c, 1, LAUNCH_TOOL_MAX_EXPERTS, &experts); break;
+      case 'k': cli_long(&c, 1, LAUNCH_TOOL_MAX_TOPK, &topk); break;
       case 'C': ckpt = optarg; break;
-      case 'x': context = strtol(optarg, NULL, 10); break;
-      case 'q': reqs = strtol(optarg, NULL, 10); break;
+      case 'x': cli_long(&c, 0, LAUNCH_TOOL_SLOTS - 1, &context); break;
+      case 'q': cli_long(&c, 1, HM_MAX_ROWS, &reqs); break;
       case 'h': usage(stdout); return 0;
-      default: usage(stderr); return 2;
     }
   }
-  if (!model || layer < 0 || rows < 1 || tp < 1 || !have_seed || !out || (strcmp(launch, "layer") && strcmp(launch, "ffn"))) {
-    usage(stderr);
-    return 2;
-  }
-  if (rows > HM_MAX_ROWS || reqs < 1 || rows % reqs || context < 0) {
-    fprintf(stderr, "hsa-mono-check: %ld rows in %ld requests: 1..%d rows, whole requests\n", rows, reqs, HM_MAX_ROWS);
-    return 2;
-  }
+  if (cli_end(&c, argc, argv)) return CLI_EXIT_MISUSE;
+  /* the required options, in the usage's order */
+  const char *missing = !model ? "--config" : layer < 0 ? "--layer" : !rows ? "--rows" : !tp ? "--tp"
+                        : !have_seed ? "--seed" : !out ? "--out" : NULL;
+  if (missing) return cli_refuse(&c, "%s is required", missing);
+  if (launch_tool_step_shape(&c, rows, reqs, context, 0)) return CLI_EXIT_MISUSE;
   hm_layer_config cfg;
-  if (hm_config_by_name(model, (int32_t)layer, &cfg) != HM_OK) return fail("config");
-  if ((experts || topk) && hm_config_set_experts(&cfg, experts ? (uint32_t)experts : cfg.experts,
-                                                 topk ? (uint32_t)topk : cfg.topk) != HM_OK)
-    return fail("experts");
+  bool reduced;
+  if (ffn_tool_layer(model, layer, experts, topk, &cfg, &reduced) != HM_OK) return cli_refuse(&c, "%s", hm_errmsg());
   hm_rank_dims dims;
-  if (hm_rank_dims_for(&cfg, (uint32_t)tp, &dims) != HM_OK) return fail("tp");
+  if (hm_rank_dims_for(&cfg, (uint32_t)tp, &dims) != HM_OK) return cli_refuse(&c, "%s", hm_errmsg());
   if (mkdir(out, 0777) != 0 && errno != EEXIST) {
-    fprintf(stderr, "hsa-mono-check: %s: %s\n", out, strerror(errno));
-    return 1;
+    fprintf(stderr, "hsa-mono-check ref: %s: %s\n", out, strerror(errno));
+    return CLI_EXIT_NOT_RUN;
   }
   bool ffn = !strcmp(launch, "ffn");
   /* the weights: generator or checkpoint */
@@ -127,7 +128,11 @@ static int cmd_ref(int argc, char **argv) {
   hm_source src;
   if (hm_gen_init(&gen, &cfg, seed) != HM_OK) return fail("generator");
   if (ckpt) {
-    if (hm_ckpt_open(ckpt, &ck) != HM_OK) return fail("checkpoint");
+    if (hm_ckpt_open(ckpt, &ck) != HM_OK) {
+      int rc = fail("checkpoint");
+      hm_gen_free(&gen); /* the generator's tables (64 KiB), made before the checkpoint was tried */
+      return rc;
+    }
     src = hm_ckpt_source(ck);
   } else {
     src = hm_gen_source(&gen);
@@ -136,7 +141,7 @@ static int cmd_ref(int argc, char **argv) {
   uint32_t parts = ffn ? HM_WPART_FFN : 0;
   hm_build_opts bo = {parts, (uint32_t)(context + rows + 64)};
   hm_gen_step step;
-  int rc = 1;
+  int rc = CLI_EXIT_NOT_RUN;
   uint32_t built = 0;
   hm_tensor_set inputs, trace;
   hm_tset_init(&inputs);
@@ -233,9 +238,14 @@ done_w:
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-    usage(argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
+  if (argc < 2) {
+    fprintf(stderr, "%s: a command is required\n", "hsa-mono-check");
+    usage(stderr);
+    return CLI_EXIT_MISUSE;
+  }
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+    usage(stdout);
+    return 0;
   }
   if (!strcmp(argv[1], "ref")) return cmd_ref(argc - 1, argv + 1);
   if (!strcmp(argv[1], "ffn")) return check_ffn(argc - 1, argv + 1);

@@ -5,13 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "hm_codeobj.h"
 #include "hm_embedded.h"
 #include "hm_hsa.h"
 #include "hm_occupancy.h"
 #include "hm_status.h"
 
-static const char usage[] =
+static const char usage_text[] =
     "usage: hsa-mono-info                 the HSA library's agents and their memory pools\n"
     "       hsa-mono-info --kernels [--target gfx950|gfx942] [--code-object FILE]...\n"
     "\n"
@@ -24,6 +25,8 @@ static const char usage[] =
     "                      has scratch, spills, a dynamic stack or TG_SPLIT; 2 on a bad file.\n"
     "  --target T          only the code object for processor T\n"
     "  --code-object FILE  check FILE instead of the embedded code objects (repeatable)\n";
+
+static void usage(FILE *f) { fputs(usage_text, f); }
 
 /* Print one code object's kernel table; returns how many kernels break the rules. */
 static int report(const char *label, const hm_codeobj *co) {
@@ -70,7 +73,7 @@ static int list_agents(void) {
   hm_runtime *rt;
   if (hm_runtime_open(NULL, &rt) != HM_OK) {
     fprintf(stderr, "hsa-mono-info: %s\n", hm_errmsg());
-    return 2;
+    return CLI_EXIT_NOT_RUN;
   }
   printf("HSA library: %s (%s)\n", hm_runtime_backend(rt), hm_runtime_describe(rt));
   printf("CPU agents: %u\n", hm_cpu_agent_count(rt));
@@ -113,33 +116,28 @@ int main(int argc, char **argv) {
   int kernels = 0;
   const char *target = NULL;
   const char *files[64];
-  int nfiles = 0, c;
-  while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-    switch (c) {
+  int nfiles = 0, o;
+  cli c = {.prog = "hsa-mono-info", .usage = usage};
+  while ((o = cli_next(&c, argc, argv, opts)) != -1) {
+    switch (o) {
     case 'k': kernels = 1; break;
     case 't': target = optarg; break;
     case 'c':
-      if (nfiles == 64) {
-        fprintf(stderr, "hsa-mono-info: at most 64 --code-object files\n");
-        return 2;
-      }
+      if (nfiles == 64) return cli_refuse(&c, "at most 64 --code-object files");
       files[nfiles++] = optarg;
       break;
-    case 'h': fputs(usage, stdout); return 0;
-    default: fputs(usage, stderr); return 2;
+    case 'h': usage(stdout); return 0;
     }
   }
-  if (optind < argc || !kernels) {
-    fputs(usage, stderr);
-    return 2;
-  }
+  if (cli_end(&c, argc, argv)) return CLI_EXIT_MISUSE;
+  if (!kernels) return cli_refuse(&c, "%s needs --kernels", target ? "--target" : "--code-object");
   int bad = 0, shown = 0;
   if (nfiles) {
     for (int i = 0; i < nfiles; i++) {
       hm_codeobj *co;
       if (hm_codeobj_read_file(files[i], &co, NULL, NULL) != HM_OK) {
         fprintf(stderr, "hsa-mono-info: %s\n", hm_errmsg());
-        return 2;
+        return CLI_EXIT_NOT_RUN;
       }
       if (!target || strcmp(co->tid.processor, target) == 0) {
         bad += report(files[i], co);
@@ -154,7 +152,7 @@ int main(int argc, char **argv) {
       hm_codeobj *co;
       if (hm_codeobj_parse(b->data, hm_embedded_size(b), &co) != HM_OK) {
         fprintf(stderr, "hsa-mono-info: embedded %s code object: %s\n", b->target, hm_errmsg());
-        return 2;
+        return CLI_EXIT_NOT_RUN;
       }
       char label[64];
       snprintf(label, sizeof label, "embedded %s", b->target);
@@ -165,8 +163,8 @@ int main(int argc, char **argv) {
   }
   if (!shown) {
     fprintf(stderr, "hsa-mono-info: no code object%s%s\n", target ? " for " : "", target ? target : "");
-    return 2;
+    return CLI_EXIT_NOT_RUN;
   }
   if (bad) printf("%d kernel%s break the persistent-kernel rules\n", bad, bad == 1 ? "" : "s");
-  return bad ? 1 : 0;
+  return bad ? CLI_EXIT_FAILED : CLI_EXIT_OK;
 }

@@ -1,6 +1,5 @@
 /* tools/launch_tool.c: the generated weights and the grid the launch tools share
  * (launch_tool.h). */
-#include <stdlib.h>
 
 #include "launch_tool.h"
 
@@ -30,15 +29,14 @@ void launch_tool_grid(hm_runtime *rt, long ctas, uint32_t *min_cus, uint32_t *gr
   }
 }
 
-int launch_tool_num(const char *s, long *out) {
-  char *end;
-  *out = strtol(s, &end, 10);
-  return *s && !*end;
-}
+const char *const launch_tool_configs[] = {"v41-flash", "tiny", NULL};
+const long launch_tool_tps[2] = {2, 4};
 
-int launch_tool_seed(const char *s, unsigned long long *out) {
-  char *end;
-  if (!s || !*s || *s == '-') return 0;
-  *out = strtoull(s, &end, 0);
-  return !*end;
+int launch_tool_step_shape(cli *c, long rows, long reqs, long ctx, long block) {
+  if (rows % reqs) return cli_refuse(c, "--rows %ld in --reqs %ld: the requests must be whole (rows a multiple)", rows, reqs);
+  if (ctx + rows >= LAUNCH_TOOL_SLOTS)
+    return cli_refuse(c, "--ctx %ld and --rows %ld: must stay below a request's %d slots", ctx, rows, LAUNCH_TOOL_SLOTS);
+  if (block && (block & (block - 1)))
+    return cli_refuse(c, "--block %ld: must be a power of two (an even divisor of %d)", block, LAUNCH_TOOL_SLOTS);
+  return 0;
 }

@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 
+#include "cli.h"
 #include "hm_config.h"
 #include "hm_hsa.h"
 #include "hm_weights.h"
@@ -20,10 +21,23 @@ hm_status launch_tool_weights(const hm_layer_config *cfg, uint32_t tp, uint64_t 
  * *min_cus 0 (the launch's own rule). ctas > 0 sets the grid on either. */
 void launch_tool_grid(hm_runtime *rt, long ctas, uint32_t *min_cus, uint32_t *grid);
 
-/* A whole decimal number in s, nothing after it (a typo is a usage error, not a zero): 1 and *out,
- * or 0. */
-int launch_tool_num(const char *s, long *out);
-/* A seed: a whole unsigned number (decimal, 0x hex or 0 octal) and nothing else; 1 when it is one. */
-int launch_tool_seed(const char *s, unsigned long long *out);
+/* The options every launch tool shares: the configs --config names (NULL-terminated), the TP sizes
+ * a group runs (--tp), the largest grid --ctas asks for (a GPU has at most a few hundred CUs; the
+ * launch itself refuses a grid that is not resident). */
+extern const char *const launch_tool_configs[];
+extern const long launch_tool_tps[2];
+#define LAUNCH_TOOL_MAX_CTAS 4096
+/* --experts and --topk: hm_config_set_experts' bounds (it says why a pair does not fit) */
+#define LAUNCH_TOOL_MAX_EXPERTS 1024
+#define LAUNCH_TOOL_MAX_TOPK 16
+/* The most steps a tool runs (--steps) */
+#define LAUNCH_TOOL_MAX_STEPS 1000000
+/* A generated request's slots and positions (hm_gen_step_make's: request r's slots r*4096 + position) */
+#define LAUNCH_TOOL_SLOTS 4096
+
+/* A generated step's shape as the options gave it, refused before anything is opened: R rows in whole
+ * requests of Q, context C and the rows within a request's slots, SWA blocks of B an even divisor of
+ * them (block 0: none given). 0, or the refusal's exit code with the reason and usage printed. */
+int launch_tool_step_shape(cli *c, long rows, long reqs, long ctx, long block);
 
 #endif /* HM_TOOLS_LAUNCH_TOOL_H */

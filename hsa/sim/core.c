@@ -33,32 +33,78 @@ uint64_t sim_now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* A bad HSAMONO_SIM_* value: one line on stderr, unasked, naming the variable, the value, what it
+ * must be and what is used instead. The agent is a test bench: a run under a misspelt setting must
+ * not pass quietly as the run that was asked for (docs/decisions.md). */
+static void env_bad(const char *name, const char *value, const char *want, const char *used) {
+  fprintf(stderr, "hsa-mono sim: %s=%s is not %s; using %s\n", name, value, want, used);
+}
+
+/* A whole unsigned decimal number (digits only, no sign or space, no overflow) */
+static bool whole_ulong(const char *e, unsigned long *out) {
+  if (*e < '0' || *e > '9') return false;
+  char *end;
+  errno = 0;
+  *out = strtoul(e, &end, 10);
+  return !errno && !*end;
+}
+
 static unsigned env_uint(const char *name, unsigned dflt, unsigned lo, unsigned hi) {
   const char *e = getenv(name);
   if (!e || !*e) return dflt;
-  char *end;
-  unsigned long v = strtoul(e, &end, 10);
-  if (*end || v < lo || v > hi) {
-    fprintf(stderr, "hsa-mono sim: %s=%s is not in %u..%u; using %u\n", name, e, lo, hi, dflt);
+  unsigned long v;
+  if (!whole_ulong(e, &v) || v < lo || v > hi) {
+    char want[48], used[16];
+    snprintf(want, sizeof want, "in %u..%u", lo, hi);
+    snprintf(used, sizeof used, "%u", dflt);
+    env_bad(name, e, want, used);
     return dflt;
   }
   return (unsigned)v;
 }
 
-/* HSAMONO_SIM_NUMA_NODES: 1..ngpus NUMA nodes, each a CPU agent with its own system pools. A
- * bad value is told through the library's log (HSAMONO_LOG=warn) and one node is used. */
+/* HSAMONO_SIM_NUMA_NODES: 1..ngpus NUMA nodes, each a CPU agent with its own system pools. */
 static unsigned numa_nodes(unsigned ngpus) {
   const char *e = getenv("HSAMONO_SIM_NUMA_NODES");
   if (!e || !*e) return 1;
-  char *end;
-  errno = 0;
-  unsigned long v = strtoul(e, &end, 10);
-  if (errno || *end || *e == '-' || v < 1 || v > ngpus) {
-    hm_log(HM_LOG_WARN, "software agent: HSAMONO_SIM_NUMA_NODES=%s is not in 1..%u (the GPU agents); using 1 node", e,
-           ngpus);
+  unsigned long v;
+  if (!whole_ulong(e, &v) || v < 1 || v > ngpus) {
+    char want[64];
+    snprintf(want, sizeof want, "in 1..%u (the GPU agents)", ngpus);
+    env_bad("HSAMONO_SIM_NUMA_NODES", e, want, "1 node");
     return 1;
   }
   return (unsigned)v;
+}
+
+/* HSAMONO_SIM_WATCHDOG_S: seconds, a whole decimal number > 0 and at most a day (fractions for
+ * tests: 0.5) */
+static double watchdog_s(void) {
+  const char *e = getenv("HSAMONO_SIM_WATCHDOG_S");
+  if (!e || !*e) return 60;
+  char *end;
+  errno = 0;
+  double v = (*e >= '0' && *e <= '9') || *e == '.' ? strtod(e, &end) : 0;
+  if (!((*e >= '0' && *e <= '9') || *e == '.') || errno || *end || !(v > 0 && v <= 86400)) {
+    env_bad("HSAMONO_SIM_WATCHDOG_S", e, "seconds above 0, at most 86400", "60");
+    return 60;
+  }
+  return v;
+}
+
+/* HSAMONO_SIM_CHAOS: a seed, a whole unsigned 64-bit number (decimal, 0x hex or 0 octal) */
+static bool chaos_seed(uint64_t *seed) {
+  const char *e = getenv("HSAMONO_SIM_CHAOS");
+  if (!e || !*e) return false;
+  char *end;
+  errno = 0;
+  unsigned long long v = *e >= '0' && *e <= '9' ? strtoull(e, &end, 0) : 0;
+  if (*e < '0' || *e > '9' || errno || *end) {
+    env_bad("HSAMONO_SIM_CHAOS", e, "a seed (an unsigned 64-bit number)", "no chaos");
+    return false;
+  }
+  *seed = v;
+  return true;
 }
 
 /* HSAMONO_SIM_HOLD_CTAS: colon-separated parts in any order: the CTAs ("3", "0,5-7"), "late"
@@ -98,35 +144,26 @@ static bool parse_hold(const char *e, struct sim_config *cfg) {
 void sim_config_load(struct sim_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
   const char *arch = getenv("HSAMONO_SIM_ARCH");
-  if (arch && strcmp(arch, "gfx942") != 0 && strcmp(arch, "gfx950") != 0) {
-    fprintf(stderr, "hsa-mono sim: HSAMONO_SIM_ARCH=%s is not gfx950 or gfx942; using gfx950\n", arch);
+  if (arch && *arch && strcmp(arch, "gfx942") != 0 && strcmp(arch, "gfx950") != 0) {
+    env_bad("HSAMONO_SIM_ARCH", arch, "gfx950 or gfx942", "gfx950");
     arch = NULL;
   }
+  if (arch && !*arch) arch = NULL;
   snprintf(cfg->arch, sizeof cfg->arch, "%s", arch ? arch : "gfx950");
   cfg->ngpus = env_uint("HSAMONO_SIM_AGENTS", 4, 1, SIM_MAX_GPUS);
   cfg->nnodes = numa_nodes(cfg->ngpus);
   cfg->cus = env_uint("HSAMONO_SIM_CUS", strcmp(cfg->arch, "gfx942") == 0 ? 304 : 256, 1, 1024);
-  const char *w = getenv("HSAMONO_SIM_WATCHDOG_S");
-  cfg->watchdog_s = 60;
-  if (w && *w) {
-    double v = strtod(w, NULL);
-    if (v > 0) cfg->watchdog_s = v;
-  }
+  cfg->watchdog_s = watchdog_s();
   const char *weak = getenv("HSAMONO_SIM_WEAK");
-  cfg->weak = weak && *weak && strcmp(weak, "0") != 0;
-  const char *chaos = getenv("HSAMONO_SIM_CHAOS");
-  if (chaos && *chaos) {
-    cfg->chaos = true;
-    cfg->chaos_seed = strtoull(chaos, NULL, 0);
-  }
+  cfg->weak = weak && !strcmp(weak, "1");
+  if (weak && *weak && strcmp(weak, "0") && strcmp(weak, "1")) env_bad("HSAMONO_SIM_WEAK", weak, "0 or 1", "off");
+  cfg->chaos = chaos_seed(&cfg->chaos_seed);
   cfg->laggard_every = (unsigned)env_uint("HSAMONO_SIM_LAGGARD", 4, 1, 1000000);
   cfg->stack_bytes = (size_t)env_uint("HSAMONO_SIM_STACK_KB", 64, 16, 8192) * 1024;
   const char *hold = getenv("HSAMONO_SIM_HOLD_CTAS");
   if (hold && *hold && !parse_hold(hold, cfg)) {
-    fprintf(stderr,
-            "hsa-mono sim: HSAMONO_SIM_HOLD_CTAS=%s is not [kernel:]ids[:late] (ids like 3 or 0,5-7, below "
-            "16777216, at most 16 ranges); nothing is held\n",
-            hold);
+    env_bad("HSAMONO_SIM_HOLD_CTAS", hold,
+            "[kernel:]ids[:late] (ids like 3 or 0,5-7, below 16777216, at most 16 ranges)", "none held");
     cfg->nhold = 0;
     cfg->hold_max = 0;
     cfg->hold_late = false;

@@ -274,7 +274,8 @@ void hm_ref_moe_combine(uint32_t S, uint32_t D, uint32_t k, const float *contrib
 /* ---------------------------------------------------------------- whole MoE / FFN launch */
 
 static hm_status check_group(const hm_layer_weights *w, uint32_t tp, uint32_t S) {
-  if (!w || tp < 1 || tp > HM_LAYER_MAX_TP) return hm_fail(HM_ERR_INVALID_ARG, "reference: %u ranks", tp);
+  if (!w) return hm_fail(HM_ERR_INVALID_ARG, "reference: NULL weights");
+  if (tp < 1 || tp > HM_LAYER_MAX_TP) return hm_fail(HM_ERR_INVALID_ARG, "reference: %u ranks (1..%d)", tp, HM_LAYER_MAX_TP);
   if (S < 1 || S > HM_TBLOCK / 4) return hm_fail(HM_ERR_INVALID_ARG, "reference: %u rows (1..%d)", S, HM_TBLOCK / 4);
   for (uint32_t r = 0; r < tp; r++) {
     if (w[r].rank != r || w[r].dims.tp != tp)

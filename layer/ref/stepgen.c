@@ -53,7 +53,8 @@ hm_status hm_gen_step_make(const hm_layer_config *cfg, uint32_t S, uint32_t reqs
 
 hm_status hm_gen_step_make_block(const hm_layer_config *cfg, uint32_t S, uint32_t reqs, uint32_t ctx, uint32_t block,
                                  uint64_t seed, hm_gen_step *out) {
-  if (!cfg || !out || S < 1 || S > HM_MAX_ROWS || reqs < 1 || S % reqs || ctx + S >= SLOTS_A_REQ)
+  if (!cfg || !out) return hm_fail(HM_ERR_INVALID_ARG, "step inputs: NULL %s", cfg ? "output" : "config");
+  if (S < 1 || S > HM_MAX_ROWS || reqs < 1 || S % reqs || ctx + S >= SLOTS_A_REQ)
     return hm_fail(HM_ERR_INVALID_ARG, "step inputs: %u rows in %u requests at context %u", S, reqs, ctx);
   if (block < 2 || block > SLOTS_A_REQ || SLOTS_A_REQ % block || block % 2)
     return hm_fail(HM_ERR_INVALID_ARG, "step inputs: SWA block size %u (an even divisor of %u)", block, SLOTS_A_REQ);

@@ -139,7 +139,9 @@ hm_status hm_ffn_accepts(const hm_ffn *f, const hm_ffn_io *io) {
 }
 
 hm_status hm_ffn_prepare(hm_ffn *f, uint32_t rows) {
-  if (!f || rows < 1 || rows > FFN_MAX_ROWS) return hm_fail(HM_ERR_INVALID_ARG, "hm_ffn_prepare: rows %u", rows);
+  if (!f) return hm_fail(HM_ERR_INVALID_ARG, "hm_ffn_prepare: NULL launch");
+  if (rows < 1 || rows > FFN_MAX_ROWS)
+    return hm_fail(HM_ERR_INVALID_ARG, "hm_ffn_prepare: rows %u (1..%d)", rows, FFN_MAX_ROWS);
   struct ffn_width *w = &f->width[rows];
   if (w->scratch) return HM_OK;
   ffn_scratch_layout(rows, f->cfg.hidden, f->cfg.experts, f->cfg.topk, f->dims.inter_pad, f->dims.inter,
@@ -291,8 +293,10 @@ hm_status hm_ffn_record(hm_ffn *f, hm_chain *c, const hm_ffn_io *io) {
 /* ---------------------------------------------------------------- the step's memory floor */
 
 hm_status hm_ffn_step_bytes(const hm_ffn *f, uint32_t rows, uint64_t *bytes, uint32_t *experts) {
-  if (!f || !bytes || rows < 1 || rows > FFN_MAX_ROWS || !f->width[rows].scratch)
-    return hm_fail(HM_ERR_INVALID_ARG, "hm_ffn_step_bytes: width %u has not run", rows);
+  if (!f || !bytes) return hm_fail(HM_ERR_INVALID_ARG, "hm_ffn_step_bytes: NULL %s", f ? "bytes" : "launch");
+  if (rows < 1 || rows > FFN_MAX_ROWS)
+    return hm_fail(HM_ERR_INVALID_ARG, "hm_ffn_step_bytes: rows %u (1..%d)", rows, FFN_MAX_ROWS);
+  if (!f->width[rows].scratch) return hm_fail(HM_ERR_INVALID_ARG, "hm_ffn_step_bytes: width %u has not run", rows);
   const struct ffn_width *w = &f->width[rows];
   const uint64_t S = rows, D = f->cfg.hidden, E = f->cfg.experts, K = f->cfg.topk;
   const uint64_t I = f->dims.inter_pad, Ir = f->dims.inter, Sh = f->dims.shared_inter;

@@ -198,7 +198,9 @@ hm_status hm_k1_accepts(const hm_k1 *k, const hm_k1_io *io) {
 /* ---------------------------------------------------------------- the mailboxes */
 
 hm_status hm_k1_prepare(hm_k1 *k, uint32_t rows) {
-  if (!k || rows < 1 || rows > K1_MAX_ROWS) return hm_fail(HM_ERR_INVALID_ARG, "hm_k1_prepare: rows %u", rows);
+  if (!k) return hm_fail(HM_ERR_INVALID_ARG, "hm_k1_prepare: NULL launch");
+  if (rows < 1 || rows > K1_MAX_ROWS)
+    return hm_fail(HM_ERR_INVALID_ARG, "hm_k1_prepare: rows %u (1..%d)", rows, K1_MAX_ROWS);
   struct k1_width *w = &k->width[rows];
   if (w->scratch) return HM_OK;
   k1_scratch_layout(rows, k->cfg.hidden, k->cfg.q_lora, &w->layout);

@@ -30,9 +30,9 @@ static int32_t nearest_le(const int32_t *l, unsigned n, int32_t x) {
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Roles and sources from the schedule; dims are filled by the callers. */
-static hm_status schedule(int32_t layer, hm_layer_config *c) {
+static hm_status schedule(const char *model, int32_t layer, hm_layer_config *c) {
   if (layer < 0 || layer >= HM_MAX_LAYERS)
-    return hm_fail(HM_ERR_INVALID_ARG, "layer %d: V4.1-Flash has layers 0..%d", layer, HM_MAX_LAYERS - 1);
+    return hm_fail(HM_ERR_INVALID_ARG, "layer %d: %s has layers 0..%d", layer, model, HM_MAX_LAYERS - 1);
   c->layer = layer;
   c->n_layers = 40;
   c->n_draft = 3;
@@ -91,7 +91,7 @@ hm_status hm_config_v41_flash(int32_t layer, hm_layer_config *out) {
   if (!out) return hm_fail(HM_ERR_INVALID_ARG, "hm_config_v41_flash: null output");
   hm_layer_config c;
   memset(&c, 0, sizeof c);
-  hm_status st = schedule(layer, &c);
+  hm_status st = schedule("V4.1-Flash", layer, &c);
   if (st != HM_OK) return st;
   common(&c);
   c.model = "v41-flash";
@@ -117,7 +117,7 @@ hm_status hm_config_tiny(int32_t layer, hm_layer_config *out) {
   if (!out) return hm_fail(HM_ERR_INVALID_ARG, "hm_config_tiny: null output");
   hm_layer_config c;
   memset(&c, 0, sizeof c);
-  hm_status st = schedule(layer, &c);
+  hm_status st = schedule("tiny", layer, &c);
   if (st != HM_OK) return st;
   common(&c);
   c.model = "tiny";

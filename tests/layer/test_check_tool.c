@@ -96,9 +96,9 @@ START_TEST(ref_layer_files) {
   ck_assert_int_eq(hm_st_get(f, "rank3.routed.mid", NULL, NULL, sh, NULL, NULL), HM_OK);
   ck_assert_uint_eq(sh[2], 640);
   hm_st_close(f);
-  /* refusals: bad tp, missing arguments, unknown command */
+  /* refusals: bad tp (misuse: 2, as ffn's; it was 1), missing arguments, unknown command */
   snprintf(args, sizeof args, "ref --config tiny --layer 5 --rows 4 --tp 3 --seed 9 --out %s/x", dir);
-  ck_assert_int_eq(run(args), 1);
+  ck_assert_int_eq(run(args), 2);
   ck_assert_int_eq(run("ref --config tiny --layer 5"), 2);
   ck_assert_int_eq(run("frob"), 2);
   snprintf(args, sizeof args, "rm -rf %s", dir);

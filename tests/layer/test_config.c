@@ -10,6 +10,9 @@
 #include "epoch.h"
 #include "formats.h"
 #include "hm_config.h"
+#include "hm_ffn.h"
+#include "hm_hsa.h"
+#include "hm_k1.h"
 #include "hm_ref.h"
 #include "hm_weights.h"
 #include "kernels/ar_args.h"
@@ -562,10 +565,41 @@ START_TEST(spec_kernel_constants) {
 }
 END_TEST
 
+/* A refusal names its cause: a NULL object is said to be NULL (not "rows 4" or "width 4 has not
+ * run"), a layer past the schedule names the config asked for (issue 16, finding 8). */
+START_TEST(refusals_name_the_cause) {
+  static const struct {
+    const char *call, *want, *not;
+  } want[] = {{"hm_ffn_prepare(NULL, 4)", "NULL launch", "rows 4"},
+              {"hm_ffn_step_bytes(NULL, 4)", "NULL launch", "has not run"},
+              {"hm_k1_prepare(NULL, 4)", "NULL launch", "rows 4"},
+              {"hm_chain_replay(NULL)", "NULL chain", "empty"},
+              {"hm_config_tiny(99)", "tiny has layers 0..42", "V4.1-Flash"},
+              {"hm_config_v41_flash(-1)", "V4.1-Flash has layers 0..42", "tiny"},
+              {"hm_gen_step_make(NULL config)", "NULL config", "rows"}};
+  uint64_t bytes;
+  hm_layer_config c;
+  hm_gen_step g;
+  for (unsigned i = 0; i < sizeof want / sizeof *want; i++) {
+    hm_status st = i == 0   ? hm_ffn_prepare(NULL, 4)
+                   : i == 1 ? hm_ffn_step_bytes(NULL, 4, &bytes, NULL)
+                   : i == 2 ? hm_k1_prepare(NULL, 4)
+                   : i == 3 ? hm_chain_replay(NULL)
+                   : i == 4 ? hm_config_tiny(99, &c)
+                   : i == 5 ? hm_config_v41_flash(-1, &c)
+                            : hm_gen_step_make(NULL, 4, 1, 300, 1, &g);
+    ck_assert_int_eq(st, HM_ERR_INVALID_ARG);
+    ck_assert_msg(strstr(hm_errmsg(), want[i].want) && !strstr(hm_errmsg(), want[i].not), "%s: \"%s\"", want[i].call,
+                  hm_errmsg());
+  }
+}
+END_TEST
+
 Suite *hm_test_suite(void) {
   Suite *s = suite_create("layer-config");
   TCase *tc = tcase_create("config");
   tcase_add_test(tc, schedule);
+  tcase_add_test(tc, refusals_name_the_cause);
   tcase_add_test(tc, dims_v41);
   tcase_add_test(tc, dims_tiny);
   tcase_add_test(tc, checks);

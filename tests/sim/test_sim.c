@@ -130,6 +130,74 @@ START_TEST(agents_from_environment) {
 }
 END_TEST
 
+/* A bad value of every HSAMONO_SIM_* variable the README lists: one line on stderr naming the variable
+ * and the value, and the default used (the agent count, CUs, architecture, chaos, weak visibility and
+ * held CTAs seen through the agents and hm_sim_describe; the watchdog, laggard and stack sizes by
+ * the line's "using"). */
+START_TEST(bad_variables_warn_and_default) {
+  static const struct {
+    const char *var, *value, *used;
+  } bad[] = {
+      {"HSAMONO_SIM_AGENTS", "0", "using 4"},         {"HSAMONO_SIM_AGENTS", "4x", "using 4"},
+      {"HSAMONO_SIM_AGENTS", "17", "using 4"},        {"HSAMONO_SIM_AGENTS", " 3", "using 4"},
+      {"HSAMONO_SIM_ARCH", "gfx90a", "using gfx950"}, {"HSAMONO_SIM_CUS", "-8", "using 256"},
+      {"HSAMONO_SIM_CUS", "99999999999999999999", "using 256"},
+      {"HSAMONO_SIM_NUMA_NODES", "5", "using 1 node"}, {"HSAMONO_SIM_NUMA_NODES", "x", "using 1 node"},
+      {"HSAMONO_SIM_WEAK", "yes", "using off"},       {"HSAMONO_SIM_WEAK", "2", "using off"},
+      {"HSAMONO_SIM_CHAOS", "xyz", "using no chaos"}, {"HSAMONO_SIM_CHAOS", "7x", "using no chaos"},
+      {"HSAMONO_SIM_CHAOS", "-1", "using no chaos"},  {"HSAMONO_SIM_LAGGARD", "0", "using 4"},
+      {"HSAMONO_SIM_WATCHDOG_S", "-5", "using 60"},   {"HSAMONO_SIM_WATCHDOG_S", "abc", "using 60"},
+      {"HSAMONO_SIM_WATCHDOG_S", "5x", "using 60"},   {"HSAMONO_SIM_WATCHDOG_S", "0", "using 60"},
+      {"HSAMONO_SIM_WATCHDOG_S", "inf", "using 60"},  {"HSAMONO_SIM_STACK_KB", "8", "using 64"},
+      {"HSAMONO_SIM_HOLD_CTAS", "3-1", "using none held"},
+  };
+  static const char *const all[] = {"HSAMONO_SIM_AGENTS",    "HSAMONO_SIM_ARCH",   "HSAMONO_SIM_CUS",
+                                    "HSAMONO_SIM_NUMA_NODES", "HSAMONO_SIM_WEAK",   "HSAMONO_SIM_CHAOS",
+                                    "HSAMONO_SIM_LAGGARD",   "HSAMONO_SIM_WATCHDOG_S", "HSAMONO_SIM_STACK_KB",
+                                    "HSAMONO_SIM_HOLD_CTAS"};
+  for (unsigned v = 0; v < sizeof all / sizeof *all; v++) unsetenv(all[v]);
+  for (unsigned i = 0; i < sizeof bad / sizeof *bad; i++) {
+    setenv(bad[i].var, bad[i].value, 1);
+    FILE *f = tmpfile();
+    ck_assert_ptr_nonnull(f);
+    fflush(stderr);
+    int saved = dup(2);
+    ck_assert_int_eq(dup2(fileno(f), 2), 2);
+    hsa_status_t st = hsa_init();
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char text[1024] = "";
+    rewind(f);
+    text[fread(text, 1, sizeof text - 1, f)] = 0;
+    fclose(f);
+    ck_assert_int_eq(st, HSA_STATUS_SUCCESS);
+    char want[160];
+    snprintf(want, sizeof want, "hsa-mono sim: %s=%s is not ", bad[i].var, bad[i].value);
+    const char *line = strstr(text, want), *nl = line ? strchr(line, '\n') : NULL;
+    ck_assert_msg(line && nl, "%s=%s: warned \"%s\"", bad[i].var, bad[i].value, text);
+    ck_assert_msg(strstr(line, bad[i].used) && strstr(line, bad[i].used) < nl, "%s=%s: \"%s\"", bad[i].var,
+                  bad[i].value, text);
+    ck_assert_msg(!strchr(nl + 1, '\n'), "%s=%s: more than one line: \"%s\"", bad[i].var, bad[i].value, text);
+    /* the defaults, where they can be seen */
+    struct found fd = agents();
+    ck_assert_uint_eq(fd.ngpu, 4);
+    ck_assert_uint_eq(fd.ncpu, 1);
+    char name[64];
+    uint32_t cus;
+    ck_assert_int_eq(hsa_agent_get_info(fd.gpu[0], HSA_AGENT_INFO_NAME, name), HSA_STATUS_SUCCESS);
+    ck_assert_str_eq(name, "gfx950");
+    hsa_agent_get_info(fd.gpu[0], (hsa_agent_info_t)HSA_AMD_AGENT_INFO_COMPUTE_UNIT_COUNT, &cus);
+    ck_assert_uint_eq(cus, 256);
+    const char *d = hm_sim_describe();
+    ck_assert_msg(!strstr(d, "chaos") && !strstr(d, "weak") && !strstr(d, "held"), "%s=%s: %s", bad[i].var,
+                  bad[i].value, d);
+    ck_assert_int_eq(hsa_shut_down(), HSA_STATUS_SUCCESS);
+    unsetenv(bad[i].var);
+  }
+}
+END_TEST
+
 static hsa_status_t first_isa(hsa_isa_t isa, void *d) {
   *(hsa_isa_t *)d = isa;
   return HSA_STATUS_INFO_BREAK;
@@ -872,6 +940,9 @@ Suite *hm_test_suite(void) {
   suite_add_tcase(s, tc);
   /* the doorbell and the failures a caller must be told about, a case of their own so each can be
    * run alone (CK_RUN_CASE=doorbell, =failures) */
+  TCase *vars = tcase_create("variables");
+  tcase_add_test(vars, bad_variables_warn_and_default);
+  suite_add_tcase(s, vars);
   TCase *db = tcase_create("doorbell");
   tcase_set_timeout(db, 120);
   tcase_add_test(db, served_only_when_rung);

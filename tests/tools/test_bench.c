@@ -205,7 +205,8 @@ START_TEST(host_without_valgrind) {
 }
 END_TEST
 
-/* host with a valgrind that fails: said as a failed run (exit 1), not as "not installed". */
+/* host with a valgrind that fails: said as a run that could not be done (exit 2, tools/cli.h), not
+ * as "not installed". */
 START_TEST(host_failed_callgrind) {
   char dir[] = "/tmp/hm-bench-XXXXXX", fake[64], env[64], *out;
   ck_assert_ptr_nonnull(mkdtemp(dir));
@@ -216,7 +217,7 @@ START_TEST(host_failed_callgrind) {
   fclose(f);
   ck_assert_int_eq(chmod(fake, 0755), 0);
   snprintf(env, sizeof env, "PATH=%s", dir);
-  ck_assert_int_eq(run_bench(env, "host --packets 100 --replays 10", &out), 1);
+  ck_assert_int_eq(run_bench(env, "host --packets 100 --replays 10", &out), 2);
   ck_assert_ptr_nonnull(strstr(out, "the callgrind run failed"));
   ck_assert_ptr_null(strstr(out, "not available"));
   free(out);

@@ -1,5 +1,6 @@
 /* tools/bench/allreduce.c: hsa-mono-bench allreduce: µs a step of the standalone peer all-reduce by
  * message size, TP ranks as threads on agents 0 .. tp-1, beside the floor modelled from xGMI figures. */
+#include <getopt.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,10 @@
 #include "hm_collectives.h"
 
 #define MAX_SIZES 16
+/* the bench's own bounds: rows of a message, values a row, CTAs a rank */
+#define MAX_ROWS 4096
+#define MAX_WIDTH 65536
+#define MAX_CTAS 1024
 
 struct opts {
   unsigned tp, steps, warmup, ctas;
@@ -110,60 +115,59 @@ static struct figures figures_for(const char *name) {
 
 #define HOP_US 0.8 /* RCCL's LL per-hop latency on 8 x MI300X xGMI (runtime.md §6, ROCm/rccl tuning.cc) */
 
-static int parse_rows(const char *s, struct opts *o) {
-  o->nrows = 0;
-  while (*s && o->nrows < MAX_SIZES) {
-    char *end;
-    unsigned long v = strtoul(s, &end, 10);
-    if (end == s || v == 0 || v > 4096) return -1;
-    o->rows[o->nrows++] = (uint32_t)v;
-    s = *end == ',' ? end + 1 : end;
-    if (*end && *end != ',') return -1;
-  }
-  return *s ? -1 : 0;
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: hsa-mono-bench allreduce [--tp N] [--rows R[,R...]] [--width W] [--steps K] [--warmup K]\n"
+          "                                [--ctas N]\n"
+          "  µs a step of hm_allreduce (bf16, W values a row, default 5120) at TP N (2..8, default 4), ranks as\n"
+          "  threads on agents 0..N-1, beside the floor modelled from the xGMI figures; K steps a size (default\n"
+          "  1000 on a GPU, 5 on the software agent) after K warm-up steps (default 100 and 1; 0: none), at most\n"
+          "  N CTAs a rank (default 64 on a GPU, 8 on the software agent)\n");
 }
 
 int bench_allreduce(int argc, char **argv) {
   struct opts o = {.tp = 4, .steps = 0, .warmup = 0, .ctas = 0, .width = 5120,
                    .rows = {1, 2, 4, 8, 12, 16, 32, 48}, .nrows = 8};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--tp") && v) o.tp = (unsigned)strtoul(v, NULL, 10), i++;
-    else if (!strcmp(a, "--rows") && v) {
-      if (parse_rows(v, &o)) {
-        fprintf(stderr, "hsa-mono-bench allreduce: --rows takes sizes 1..4096, comma-separated\n");
-        return 2;
-      }
-      i++;
-    } else if (!strcmp(a, "--width") && v) o.width = (uint32_t)strtoul(v, NULL, 10), i++;
-    else if (!strcmp(a, "--steps") && v) o.steps = (unsigned)strtoul(v, NULL, 10), i++;
-    else if (!strcmp(a, "--warmup") && v) o.warmup = (unsigned)strtoul(v, NULL, 10), i++;
-    else if (!strcmp(a, "--ctas") && v) o.ctas = (unsigned)strtoul(v, NULL, 10), i++;
-    else {
-      printf("usage: hsa-mono-bench allreduce [--tp N] [--rows R[,R...]] [--width W] [--steps K] [--warmup K]\n"
-             "                                [--ctas N]\n"
-             "  µs a step of hm_allreduce (bf16, W values a row, default 5120) at TP N (2..8, default 4), ranks as\n"
-             "  threads on agents 0..N-1, beside the floor modelled from the xGMI figures\n");
-      return !strcmp(a, "--help") || !strcmp(a, "-h") ? 0 : 2;
+  static const struct option opts[] = {{"tp", required_argument, 0, 't'},    {"rows", required_argument, 0, 'r'},
+                                       {"width", required_argument, 0, 'w'}, {"steps", required_argument, 0, 'n'},
+                                       {"warmup", required_argument, 0, 'u'}, {"ctas", required_argument, 0, 'g'},
+                                       {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+  cli c = {.prog = "hsa-mono-bench allreduce", .usage = usage};
+  long tp = o.tp, width = o.width, steps = -1, warmup = -1, ctas = 0, rows[MAX_SIZES];
+  int opt;
+  optind = 1;
+  while ((opt = cli_next(&c, argc, argv, opts)) != -1) {
+    switch (opt) {
+      case 't': cli_long(&c, 2, HM_MAX_TP, &tp); break;
+      case 'r':
+        if (cli_list(&c, 1, MAX_ROWS, rows, MAX_SIZES, &o.nrows))
+          for (unsigned i = 0; i < o.nrows; i++) o.rows[i] = (uint32_t)rows[i];
+        break;
+      case 'w':
+        if (cli_long(&c, 2, MAX_WIDTH, &width) && width % 2) cli_refuse(&c, "--width %ld: must be even", width);
+        break;
+      case 'n': cli_long(&c, 1, 1000000, &steps); break;
+      case 'u': cli_long(&c, 0, 1000000, &warmup); break;
+      case 'g': cli_long(&c, 1, MAX_CTAS, &ctas); break;
+      case 'h': usage(stdout); return 0;
     }
   }
-  if (o.tp < 2 || o.tp > HM_MAX_TP || o.width < 2 || o.width % 2) {
-    fprintf(stderr, "hsa-mono-bench allreduce: --tp 2..%d, --width even\n", HM_MAX_TP);
-    return 2;
-  }
+  if (cli_end(&c, argc, argv)) return CLI_EXIT_MISUSE;
+  o.tp = (unsigned)tp, o.width = (uint32_t)width, o.ctas = (unsigned)ctas;
   /* the software agent offers 4 agents unless told otherwise: TP 8 needs 8 */
-  char agents[8];
+  char agents[16];
   snprintf(agents, sizeof agents, "%u", o.tp > 4 ? o.tp : 4);
   setenv("HSAMONO_SIM_AGENTS", agents, 0);
   hm_runtime *rt = bench_open();
   bool sim = hm_runtime_is_sim(rt);
-  if (!o.steps) o.steps = sim ? 5 : 1000;
-  if (!o.warmup) o.warmup = sim ? 1 : 100;
+  o.steps = steps > 0 ? (unsigned)steps : sim ? 5 : 1000;
+  o.warmup = warmup >= 0 ? (unsigned)warmup : sim ? 1 : 100;
   if (!o.ctas && sim) o.ctas = 8; /* CTAs are CPU threads here */
   if (hm_agent_count(rt) < o.tp) {
     fprintf(stderr, "hsa-mono-bench allreduce: TP %u needs %u GPU agents, there are %u\n", o.tp, o.tp,
             hm_agent_count(rt));
-    return 2;
+    hm_runtime_close(rt);
+    return CLI_EXIT_NOT_RUN;
   }
   struct figures fg = figures_for(hm_agent_info_of(hm_agent_get(rt, 0))->name);
   printf("# all-reduce, TP%u on %s, %u bf16 a row, %u steps a size after %u warm-up, at most %u CTAs a rank\n", o.tp,
@@ -181,7 +185,8 @@ int bench_allreduce(int argc, char **argv) {
   pthread_barrier_t bar;
   if (hm_boot_group_create(o.tp, &g)) {
     fprintf(stderr, "hsa-mono-bench allreduce: %s\n", hm_errmsg());
-    return 2;
+    hm_runtime_close(rt);
+    return CLI_EXIT_NOT_RUN;
   }
   pthread_barrier_init(&bar, NULL, o.tp);
   struct rank ranks[HM_MAX_TP];
@@ -198,9 +203,12 @@ int bench_allreduce(int argc, char **argv) {
   for (unsigned r = 0; r < o.tp; r++)
     if (ranks[r].err[0]) {
       fprintf(stderr, "hsa-mono-bench allreduce: %s\n", ranks[r].err);
-      rc = 1;
+      rc = CLI_EXIT_NOT_RUN;
     }
-  if (rc) return rc;
+  if (rc) {
+    hm_runtime_close(rt);
+    return rc;
+  }
   printf("%6s %10s %16s %12s %14s\n", "rows", "bytes", sim ? "sw-agent us" : "GPU us", "floor us", "payload floor");
   for (unsigned s = 0; s < o.nrows; s++) {
     double bytes = 2.0 * o.rows[s] * o.width, worst = 0;
@@ -209,7 +217,7 @@ int bench_allreduce(int argc, char **argv) {
       if (ranks[r].wrong[s]) {
         fprintf(stderr, "hsa-mono-bench allreduce: rank %u: %d wrong values at %u rows\n", r, ranks[r].wrong[s],
                 o.rows[s]);
-        rc = 1;
+        rc = CLI_EXIT_FAILED;
       }
     }
     double inbox = o.tp * 2.0 * bytes / (fg.hbm_tbs * 1e12) * 1e6;
@@ -219,5 +227,6 @@ int bench_allreduce(int argc, char **argv) {
   }
   if (sim) printf("# sw-agent us: the software agent on CPU threads (slowest rank, checked results); not a GPU time\n");
   else printf("# GPU us: slowest rank, %u back-to-back launches on one queue each, results checked\n", o.steps);
+  hm_runtime_close(rt);
   return rc;
 }

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "../cli.h"
 #include "hm_config.h"
 #include "hm_hsa.h"
 
@@ -36,9 +37,9 @@ uint64_t bench_now_ns(void);
 /* Whether this process runs under valgrind (callgrind counts instead of nanoseconds). */
 int bench_under_valgrind(void);
 
-/* A comma-separated list of at most max row counts, each 1..HM_MAX_ROWS, nothing else: 1 and
- * rows[0..*n), or 0. */
-int bench_rows_list(const char *s, uint32_t *rows, unsigned max, unsigned *n);
+/* --rows: a comma-separated list of at most max (16) row counts, each 1..HM_MAX_ROWS (cli_list): 1
+ * and rows[0..*n), or 0 with c refused. */
+int bench_rows(cli *c, uint32_t *rows, unsigned max, unsigned *n);
 
 /* One whole layer's figures at one width (bench/layer.c): µs a step on rank 0, the bytes a rank must
  * read (K1's, the FFN half's of the experts it chose, the attention back's of the step's keys), the

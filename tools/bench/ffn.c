@@ -42,54 +42,41 @@ int bench_ffn(int argc, char **argv) {
                                        {"steps", required_argument, 0, 'n'},   {"seed", required_argument, 0, 's'},
                                        {"ctas", required_argument, 0, 'g'},
                                        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+  cli c = {.prog = "hsa-mono-bench ffn", .usage = usage};
   int o;
   optind = 1;
-  while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+  while ((o = cli_next(&c, argc, argv, opts)) != -1) {
     switch (o) {
-      case 't': tp = strtol(optarg, NULL, 10); break;
-      case 'r': {
-        nrows = 0;
-        for (char *p = optarg; *p && nrows < MAX_ROWS_LIST;) {
-          rows[nrows++] = (uint32_t)strtoul(p, &p, 10);
-          if (*p == ',') p++;
-          else if (*p) break;
-        }
-        break;
-      }
-      case 'c': model = optarg; break;
-      case 'l': layer = strtol(optarg, NULL, 10); break;
-      case 'e': experts = strtol(optarg, NULL, 10); break;
-      case 'k': topk = strtol(optarg, NULL, 10); break;
-      case 'n': steps = strtol(optarg, NULL, 10); break;
-      case 's': seed = strtoull(optarg, NULL, 0); break;
-      case 'g': ctas = strtol(optarg, NULL, 10); break;
+      case 't': cli_long_of(&c, launch_tool_tps, 2, &tp); break;
+      case 'r': bench_rows(&c, rows, MAX_ROWS_LIST, &nrows); break;
+      case 'c': cli_word(&c, launch_tool_configs, &model); break;
+      case 'l': cli_long(&c, 0, HM_MAX_LAYERS - 1, &layer); break;
+      case 'e': cli_long(&c, 1, LAUNCH_TOOL_MAX_EXPERTS, &experts); break;
+      case 'k': cli_long(&c, 1, LAUNCH_TOOL_MAX_TOPK, &topk); break;
+      case 'n': cli_long(&c, 1, LAUNCH_TOOL_MAX_STEPS, &steps); break;
+      case 's': cli_u64(&c, &seed); break;
+      case 'g': cli_long(&c, 1, LAUNCH_TOOL_MAX_CTAS, &ctas); break;
       case 'h': usage(stdout); return 0;
-      default: usage(stderr); return 2;
     }
   }
-  for (unsigned i = 0; i < nrows; i++)
-    if (rows[i] < 1 || rows[i] > HM_MAX_ROWS) {
-      fprintf(stderr, "hsa-mono-bench ffn: rows 1..%d\n", HM_MAX_ROWS);
-      return 2;
-    }
-  if ((tp != 2 && tp != 4) || steps < 0 || ctas < 0 || nrows == 0) {
-    usage(stderr);
-    return 2;
-  }
+  if (cli_end(&c, argc, argv)) return CLI_EXIT_MISUSE;
+  hm_layer_config cfg;
+  bool reduced;
+  if (ffn_tool_layer(model, layer, experts > 0 ? experts : 0, topk, &cfg, &reduced) != HM_OK)
+    return cli_refuse(&c, "%s", hm_errmsg());
   hm_runtime *rt = bench_open();
   if (!steps) steps = hm_runtime_is_sim(rt) ? 2 : 100;
   /* the software agent's default: 32 experts of V4.1-Flash's 384, so a step takes seconds */
   if (experts < 0) experts = hm_runtime_is_sim(rt) && !strcmp(model, "v41-flash") ? 32 : 0;
-  hm_layer_config cfg;
-  bool reduced;
   if (ffn_tool_layer(model, layer, experts, topk, &cfg, &reduced) != HM_OK) {
     fprintf(stderr, "hsa-mono-bench ffn: %s\n", hm_errmsg());
-    return 2;
+    hm_runtime_close(rt);
+    return CLI_EXIT_MISUSE;
   }
   printf("# FFN launch: %s layer %ld, hidden %u, %u experts top-%u%s, TP%ld, %ld steps a width\n", model, layer,
          cfg.hidden, cfg.experts, cfg.topk, reduced ? " (REDUCED expert count)" : "", tp, steps);
   hm_layer_weights w[4];
-  int rc = 1;
+  int rc = CLI_EXIT_NOT_RUN;
   uint32_t built = 0;
   hm_ffn_group *g = NULL;
   if (launch_tool_weights(&cfg, (uint32_t)tp, seed, HM_WPART_FFN, w) != HM_OK) goto fail;

@@ -22,7 +22,7 @@ struct setup {
 
 static void die(const char *what) {
   fprintf(stderr, "hsa-mono-bench host: %s: %s\n", what, hm_errmsg());
-  exit(2);
+  exit(CLI_EXIT_NOT_RUN);
 }
 
 static void setup(struct setup *s) {
@@ -55,7 +55,7 @@ static double time_dispatch(struct setup *s, unsigned n) {
   if (hm_queue_wait_idle(q, 600ull * 1000000000ull)) die("waiting for the dispatches");
   if (s->counter[0] < n) {
     fprintf(stderr, "hsa-mono-bench host: only %u of %u dispatches ran\n", s->counter[0], n);
-    exit(2);
+    exit(CLI_EXIT_FAILED);
   }
   hm_queue_destroy(q);
   return (double)(t1 - t0) / n;
@@ -159,6 +159,12 @@ static int callgrind(const char *self, const char *what, const char *fn, unsigne
   return rc ? -2 : 0;
 }
 
+static void usage(FILE *f) {
+  fprintf(f, "usage: hsa-mono-bench host [--packets N] [--replays N] [--no-callgrind]\n"
+             "  ns to write N dispatch packets (default 20000, 1..100000) and to replay a recorded chain N times\n"
+             "  (default 2000), and under callgrind their instructions, allocations and system calls\n");
+}
+
 int bench_host(int argc, char **argv) {
   unsigned packets = 20000, replays = 2000;
   int use_cg = 1;
@@ -177,21 +183,20 @@ int bench_host(int argc, char **argv) {
                                        {"no-callgrind", no_argument, 0, 'n'},
                                        {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
+  cli cl = {.prog = "hsa-mono-bench host", .usage = usage};
+  long np = packets, nr = replays;
   int c;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-    if (c == 'p') packets = (unsigned)strtoul(optarg, NULL, 10);
-    else if (c == 'r') replays = (unsigned)strtoul(optarg, NULL, 10);
-    else if (c == 'n') use_cg = 0;
-    else {
-      printf("usage: hsa-mono-bench host [--packets N] [--replays N] [--no-callgrind]\n");
-      return c == 'h' ? 0 : 2;
+  while ((c = cli_next(&cl, argc, argv, opts)) != -1) {
+    switch (c) {
+      case 'p': cli_long(&cl, 1, 100000, &np); break;
+      case 'r': cli_long(&cl, 1, 10000000, &nr); break;
+      case 'n': use_cg = 0; break;
+      case 'h': usage(stdout); return 0;
     }
   }
-  if (packets == 0 || packets > 100000 || replays == 0) {
-    fprintf(stderr, "hsa-mono-bench host: --packets 1..100000, --replays >= 1\n");
-    return 2;
-  }
+  if (cli_end(&cl, argc, argv)) return CLI_EXIT_MISUSE;
+  packets = (unsigned)np, replays = (unsigned)nr;
   struct setup s;
   setup(&s);
   double ns_d = time_dispatch(&s, packets);
@@ -216,7 +221,7 @@ int bench_host(int argc, char **argv) {
   }
   if (cg) {
     printf("# the callgrind run failed (valgrind's message is on stderr): no instruction counts\n");
-    return 1;
+    return CLI_EXIT_NOT_RUN;
   }
   printf("callgrind, dispatch packet: %7.0f instructions, %.2f allocations, %.2f system calls a packet%s%s%s\n",
          (double)rd.ir / cg_packets, (double)rd.allocs / cg_packets, (double)rd.syscalls / cg_packets,

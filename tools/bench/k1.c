@@ -41,30 +41,24 @@ int bench_k1(int argc, char **argv) {
                                        {"steps", required_argument, 0, 'n'},  {"seed", required_argument, 0, 's'},
                                        {"ctas", required_argument, 0, 'g'},   {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
-  int o, bad = 0;
+  cli c = {.prog = "hsa-mono-bench k1", .usage = usage};
+  int o;
   optind = 1;
-  while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+  while ((o = cli_next(&c, argc, argv, opts)) != -1) {
     switch (o) {
-      case 't': bad |= !launch_tool_num(optarg, &tp); break;
-      case 'r': bad |= !bench_rows_list(optarg, rows, MAX_ROWS_LIST, &nrows); break;
-      case 'c': model = optarg; break;
-      case 'l': bad |= !launch_tool_num(optarg, &layer) || layer < 0; break;
-      case 'n': bad |= !launch_tool_num(optarg, &steps) || steps < 0; break;
-      case 's': bad |= !launch_tool_seed(optarg, &seed); break;
-      case 'g': bad |= !launch_tool_num(optarg, &ctas) || ctas < 0; break;
+      case 't': cli_long_of(&c, launch_tool_tps, 2, &tp); break;
+      case 'r': bench_rows(&c, rows, MAX_ROWS_LIST, &nrows); break;
+      case 'c': cli_word(&c, launch_tool_configs, &model); break;
+      case 'l': cli_long(&c, 0, HM_MAX_LAYERS - 1, &layer); break;
+      case 'n': cli_long(&c, 1, LAUNCH_TOOL_MAX_STEPS, &steps); break;
+      case 's': cli_u64(&c, &seed); break;
+      case 'g': cli_long(&c, 1, LAUNCH_TOOL_MAX_CTAS, &ctas); break;
       case 'h': usage(stdout); return 0;
-      default: usage(stderr); return 2;
     }
   }
-  if (bad || optind < argc || (tp != 2 && tp != 4) || nrows == 0) {
-    usage(stderr);
-    return 2;
-  }
+  if (cli_end(&c, argc, argv)) return CLI_EXIT_MISUSE;
   hm_layer_config cfg;
-  if (hm_config_by_name(model, (int32_t)layer, &cfg) != HM_OK) {
-    fprintf(stderr, "hsa-mono-bench k1: %s\n", hm_errmsg());
-    return 2;
-  }
+  if (hm_config_by_name(model, (int32_t)layer, &cfg) != HM_OK) return cli_refuse(&c, "%s", hm_errmsg());
   hm_runtime *rt = bench_open();
   const bool sim = hm_runtime_is_sim(rt);
   if (!steps) steps = sim ? 2 : 100;
@@ -73,7 +67,7 @@ int bench_k1(int argc, char **argv) {
          model, layer, cfg.hidden, cfg.heads, cfg.q_lora, cfg.compress_ratio,
          hm_config_has(&cfg, HM_ROLE_INDEX_SOURCE) ? " (index build)" : "", tp, steps);
   hm_layer_weights w[4];
-  int rc = 1;
+  int rc = CLI_EXIT_NOT_RUN;
   uint32_t built = 0;
   hm_k1_group *g = NULL;
   if (launch_tool_weights(&cfg, (uint32_t)tp, seed, HM_WPART_ATTN, w) != HM_OK) goto fail;

@@ -93,31 +93,27 @@ int bench_layer(int argc, char **argv) {
                                        {"experts", required_argument, 0, 'e'}, {"steps", required_argument, 0, 'n'},
                                        {"seed", required_argument, 0, 's'},    {"ctas", required_argument, 0, 'g'},
                                        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
-  int o, bad = 0;
+  cli c = {.prog = "hsa-mono-bench layer", .usage = usage};
+  int o;
   optind = 1;
-  while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+  while ((o = cli_next(&c, argc, argv, opts)) != -1) {
     switch (o) {
-      case 'l': bad |= !launch_tool_num(optarg, &layer) || layer < 0; break;
-      case 't': bad |= !launch_tool_num(optarg, &tp); break;
-      case 'r': bad |= !bench_rows_list(optarg, rows, MAX_ROWS_LIST, &nrows); break;
-      case 'c': model = optarg; break;
-      case 'e': bad |= !launch_tool_num(optarg, &experts) || experts < 1; break;
-      case 'n': bad |= !launch_tool_num(optarg, &steps) || steps < 1; break;
-      case 's': bad |= !launch_tool_seed(optarg, &seed); break;
-      case 'g': bad |= !launch_tool_num(optarg, &ctas) || ctas < 0; break;
+      case 'l': cli_long(&c, 0, HM_MAX_LAYERS - 1, &layer); break;
+      case 't': cli_long_of(&c, launch_tool_tps, 2, &tp); break;
+      case 'r': bench_rows(&c, rows, MAX_ROWS_LIST, &nrows); break;
+      case 'c': cli_word(&c, launch_tool_configs, &model); break;
+      case 'e': cli_long(&c, 1, LAUNCH_TOOL_MAX_EXPERTS, &experts); break;
+      case 'n': cli_long(&c, 1, LAUNCH_TOOL_MAX_STEPS, &steps); break;
+      case 's': cli_u64(&c, &seed); break;
+      case 'g': cli_long(&c, 1, LAUNCH_TOOL_MAX_CTAS, &ctas); break;
       case 'h': usage(stdout); return 0;
-      default: usage(stderr); return 2;
     }
   }
-  if (bad || optind < argc || (tp != 2 && tp != 4)) {
-    usage(stderr);
-    return 2;
-  }
+  if (cli_end(&c, argc, argv)) return CLI_EXIT_MISUSE;
   hm_layer_config named;
-  if (hm_config_by_name(model, (int32_t)layer, &named) != HM_OK) {
-    fprintf(stderr, "hsa-mono-bench layer: %s\n", hm_errmsg());
-    return 2;
-  }
+  bool red;
+  if (ffn_tool_layer(model, layer, experts > 0 ? experts : 0, 0, &named, &red) != HM_OK)
+    return cli_refuse(&c, "%s", hm_errmsg());
   hm_runtime *rt = bench_open();
   const bool sim = hm_runtime_is_sim(rt);
   if (!steps) steps = sim ? 2 : 100;
@@ -128,7 +124,7 @@ int bench_layer(int argc, char **argv) {
   if (ffn_tool_layer(model, layer, experts, 0, &cfg, &reduced) != HM_OK) {
     fprintf(stderr, "hsa-mono-bench layer: %s\n", hm_errmsg());
     hm_runtime_close(rt);
-    return 2;
+    return CLI_EXIT_NOT_RUN;
   }
   char kind[64], note[96];
   snprintf(note, sizeof note, "%s%s%s", sim || reduced ? "  (" : "", sim ? "software agent: CPU time" : "",
@@ -148,5 +144,5 @@ int bench_layer(int argc, char **argv) {
     }
   }
   hm_runtime_close(rt);
-  return rc;
+  return rc ? CLI_EXIT_NOT_RUN : CLI_EXIT_OK;
 }

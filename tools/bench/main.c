@@ -33,7 +33,7 @@ hm_runtime *bench_open(void) {
   hm_runtime *rt;
   if (hm_runtime_open(NULL, &rt) != HM_OK) {
     fprintf(stderr, "hsa-mono-bench: %s\n", hm_errmsg());
-    exit(2);
+    exit(CLI_EXIT_NOT_RUN);
   }
   if (hm_runtime_is_sim(rt))
     printf("# on the SOFTWARE AGENT (%s): times are CPU times, not GPU times\n", hm_runtime_describe(rt));
@@ -42,16 +42,13 @@ hm_runtime *bench_open(void) {
   return rt;
 }
 
-int bench_rows_list(const char *s, uint32_t *rows, unsigned max, unsigned *n) {
-  *n = 0;
-  for (const char *p = s;;) {
-    char *end;
-    long v = strtol(p, &end, 10);
-    if (end == p || *n == max || v < 1 || v > HM_MAX_ROWS) return 0;
-    rows[(*n)++] = (uint32_t)v;
-    if (*end != ',') return *end == 0;
-    p = end + 1;
-  }
+int bench_rows(cli *c, uint32_t *rows, unsigned max, unsigned *n) {
+  long v[16];
+  unsigned k;
+  if (!cli_list(c, 1, HM_MAX_ROWS, v, max < 16 ? max : 16, &k)) return 0;
+  for (unsigned i = 0; i < k; i++) rows[i] = (uint32_t)v[i];
+  *n = k;
+  return 1;
 }
 
 static void usage(FILE *f) {
@@ -60,13 +57,18 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
-  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-    usage(argc < 2 ? stderr : stdout);
-    return argc < 2 ? 2 : 0;
+  if (argc < 2) {
+    fprintf(stderr, "%s: a command is required\n", "hsa-mono-bench");
+    usage(stderr);
+    return CLI_EXIT_MISUSE;
+  }
+  if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+    usage(stdout);
+    return 0;
   }
   for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
     if (!strcmp(argv[1], cmds[i].name)) return cmds[i].main(argc - 1, argv + 1);
   fprintf(stderr, "hsa-mono-bench: no command '%s'\n", argv[1]);
   usage(stderr);
-  return 2;
+  return CLI_EXIT_MISUSE;
 }

@@ -23,30 +23,13 @@ static uint32_t kind_key(const hm_layer_config *c) {
   return (c->roles & ~(uint32_t)HM_ROLE_ENGRAM) | c->compress_ratio << 16;
 }
 
-/* "A-B" or "L,L,...": at most max layers of the schedule, ascending or not */
-static int parse_layers(const char *s, long *out, unsigned max, unsigned *n) {
-  *n = 0;
-  const char *dash = strchr(s, '-');
-  if (dash && !strchr(s, ',')) {
-    char first[24];
-    size_t k = (size_t)(dash - s);
-    long a, b;
-    if (!k || k >= sizeof first) return 0;
-    memcpy(first, s, k), first[k] = 0;
-    if (!launch_tool_num(first, &a) || !launch_tool_num(dash + 1, &b) || a < 0 || a > b || b >= HM_MAX_LAYERS ||
-        (unsigned long)(b - a + 1) > max)
-      return 0;
-    for (long l = a; l <= b; l++) out[(*n)++] = l;
-    return 1;
-  }
-  for (const char *p = s;;) {
-    char *end;
-    long v = strtol(p, &end, 10);
-    if (end == p || *n == max || v < 0 || v >= HM_MAX_LAYERS) return 0;
-    out[(*n)++] = v;
-    if (*end != ',') return *end == 0;
-    p = end + 1;
-  }
+/* --layers "A-B" or "L,L,...": at most max layers of the schedule, in any order */
+static int parse_layers(cli *c, long *out, unsigned max, unsigned *n) {
+  long a, b;
+  if (!strchr(optarg, '-') || strchr(optarg, ',')) return cli_list(c, 0, HM_MAX_LAYERS - 1, out, max, n);
+  if (!cli_range(c, 0, HM_MAX_LAYERS - 1, &a, &b)) return 0;
+  for (*n = 0; a <= b; a++) out[(*n)++] = a;
+  return 1;
 }
 
 static void usage(FILE *f) {
@@ -78,30 +61,29 @@ int bench_model(int argc, char **argv) {
                                        {"experts", required_argument, 0, 'e'}, {"steps", required_argument, 0, 'n'},
                                        {"seed", required_argument, 0, 's'},    {"ctas", required_argument, 0, 'g'},
                                        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
-  int o, bad = 0;
+  cli c = {.prog = "hsa-mono-bench model", .usage = usage};
+  int o;
   optind = 1;
-  while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+  while ((o = cli_next(&c, argc, argv, opts)) != -1) {
     switch (o) {
-      case 't': bad |= !launch_tool_num(optarg, &tp); break;
-      case 'r': bad |= !bench_rows_list(optarg, rows, MAX_ROWS_LIST, &nrows); break;
-      case 'l': bad |= !parse_layers(optarg, layers, HM_MAX_LAYERS, &nl), whole = false; break;
-      case 'c': model = optarg; break;
-      case 'e': bad |= !launch_tool_num(optarg, &experts) || experts < 1; break;
-      case 'n': bad |= !launch_tool_num(optarg, &steps) || steps < 1; break;
-      case 's': bad |= !launch_tool_seed(optarg, &seed); break;
-      case 'g': bad |= !launch_tool_num(optarg, &ctas) || ctas < 0; break;
+      case 't': cli_long_of(&c, launch_tool_tps, 2, &tp); break;
+      case 'r': bench_rows(&c, rows, MAX_ROWS_LIST, &nrows); break;
+      case 'l': whole = !parse_layers(&c, layers, HM_MAX_LAYERS, &nl); break;
+      case 'c': cli_word(&c, launch_tool_configs, &model); break;
+      case 'e': cli_long(&c, 1, LAUNCH_TOOL_MAX_EXPERTS, &experts); break;
+      case 'n': cli_long(&c, 1, LAUNCH_TOOL_MAX_STEPS, &steps); break;
+      case 's': cli_u64(&c, &seed); break;
+      case 'g': cli_long(&c, 1, LAUNCH_TOOL_MAX_CTAS, &ctas); break;
       case 'h': usage(stdout); return 0;
-      default: usage(stderr); return 2;
     }
   }
-  if (bad || optind < argc || (tp != 2 && tp != 4)) {
-    usage(stderr);
-    return 2;
-  }
-  hm_layer_config probe;
-  if (hm_config_by_name(model, 0, &probe) != HM_OK) {
-    fprintf(stderr, "hsa-mono-bench model: %s\n", hm_errmsg());
-    return 2;
+  if (cli_end(&c, argc, argv)) return CLI_EXIT_MISUSE;
+  /* every layer given takes --experts (a count below a layer's top-k does not) */
+  for (unsigned i = 0; i < nl; i++) {
+    hm_layer_config probe;
+    bool red;
+    if (ffn_tool_layer(model, layers[i], experts > 0 ? experts : 0, 0, &probe, &red) != HM_OK)
+      return cli_refuse(&c, "%s", hm_errmsg());
   }
   hm_runtime *rt = bench_open();
   const bool sim = hm_runtime_is_sim(rt);
@@ -124,7 +106,7 @@ int bench_model(int argc, char **argv) {
   for (unsigned i = 0; i < nl; i++) total += count[i];
   bench_layer_row *out = calloc((size_t)nl * nrows, sizeof *out);
   double *us = calloc(nrows, sizeof *us), *bytes = calloc(nrows, sizeof *bytes);
-  int rc = 1, reduced_any = 0;
+  int rc = CLI_EXIT_NOT_RUN, reduced_any = 0;
   char note[96] = "";
   if (!out || !us || !bytes) goto done;
   printf("# whole layers of %s, TP%ld, %ld steps a width; the step: %s\n", model, tp, steps,
