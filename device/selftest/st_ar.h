@@ -3,22 +3,11 @@
 #include "../ar.h"
 #include "../dev.h"
 #include "selftest.h"
+#include "st_wait.h"
 
 #ifndef ST_AR_NAME
 #error "define ST_AR_NAME (the kernel's name) before including st_ar.h"
 #endif
-
-/* Wait (lane 0, then the CTA) until *word == want or `ticks` pass. */
-DEV_INLINE void st_ar_await(__global u32 *word, u32 want, u64 ticks) {
-  if (dev_lid() == 0) {
-    dev_poll_t p;
-    dev_poll_init(&p);
-    while (dev_atomic_load_u32(word, DEV_ACQUIRE, DEV_SCOPE_SYSTEM) != want && dev_poll_elapsed(&p) < ticks)
-      dev_poll_wait(&p);
-    dev_poll_done(&p);
-  }
-  dev_barrier();
-}
 
 /* one level more, so ST_AR_NAME expands before DEV_KERNEL pastes it into its symbols */
 #define ST_AR_KERNEL(name) DEV_KERNEL(name, struct st_ar_args, ST_AR_CTA)
@@ -30,21 +19,10 @@ ST_AR_KERNEL(ST_AR_NAME) {
   struct ar_view v;
   ar_view_init(&v, args.link, args.region, 1u, n, tag, 0u, dev_realtime() + args.link.deadline_ticks, 1u);
   if (rank == 1u) {
-    st_ar_await(&ack[0], tag, args.ticks);
+    st_await(&ack[0], tag, DEV_SCOPE_SYSTEM, args.ticks);
     for (u32 f = lid; f < n; f += ST_AR_CTA) ar_push(&v, f, st_ar_value(1u, f, tag));
-    /* no dev_wait_stores: ar.h needs none after a push. Stay running until rank 0 is done: barrier
-     * rounds, at whose scheduling points the pending pushes land one at a time */
-    u32 done = 0;
-    dev_poll_t p;
-    dev_poll_init(&p);
-    while (!done) {
-      dev_barrier();
-      if (lid == 0)
-        *word = dev_atomic_load_u32(&ack[1], DEV_RELAXED, DEV_SCOPE_SYSTEM) == tag || dev_poll_elapsed(&p) >= args.ticks;
-      dev_barrier();
-      done = *word;
-    }
-    dev_poll_done(&p);
+    /* no dev_wait_stores: ar.h needs none after a push. Stay running until rank 0 is done */
+    st_linger(&ack[1], tag, DEV_SCOPE_SYSTEM, args.ticks, word);
   } else if (rank == 0u) {
     /* source 1's old pairs into this CTA's cache first, as a consumer that read them last step has */
     u32 warm = 0;

@@ -14,10 +14,11 @@
 
 /* How many hand-offs a variant gets (each a fresh tag on the same heap, as steps are), without
  * chaos and under chaos seed 5. A hand-off fails when one sum is wrong or rank 0's wait gave up
- * (its status word says why). Seen here (ST_WEAK_VERBOSE=1 prints it): the split pair fails 2 of
- * 16 without chaos (rank 1's stores land one at a time at its scheduling points, newest or oldest
- * first, and rank 0 must poll in between) and 16 of 16 under chaos; device-scope pushes and plain
- * polls fail the first try either way (rank 0 waits out its deadline). A failed wait sets the
+ * (its status word says why). Seen here (ST_WEAK_VERBOSE=1 prints it): the split pair fails 2 to
+ * 9 of 16 without chaos, depending on timing (rank 1's stores land one at a time at its scheduling
+ * points, newest or oldest first, and rank 0 must poll in between), and 16 of 16 under chaos;
+ * device-scope pushes and plain polls fail the first try either way (rank 0 waits out its
+ * deadline). A failed wait sets the
  * group's abort words, which would fail every later try at once, so a broken variant stops at its
  * first failure (the split pair's failures are wrong sums: verbose runs it through). */
 #define TRIES 16u
@@ -127,12 +128,8 @@ START_TEST(whole_handoff_passes) {
 }
 END_TEST
 
-/* Failed hand-offs of a broken variant over both schedules (must be at least one). */
-static uint32_t broken_failures(const char *name, bool all) {
-  uint32_t failed = ar_failures(name, weak_chaos_of[0], all);
-  if (!failed || all) failed += ar_failures(name, weak_chaos_of[1], all);
-  return failed;
-}
+/* Failed hand-offs of a broken variant (weak_broken_failures). */
+static uint32_t broken_failures(const char *name, bool all) { return weak_broken_failures(ar_failures, name, all); }
 
 /* ar_push as two 4-byte stores: rank 1's tag lands before its value, and rank 0 sums the old one. */
 START_TEST(push_split_fails) { ck_assert_uint_gt(broken_failures("st_ar_split", weak_verbose()), 0); }

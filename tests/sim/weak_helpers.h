@@ -5,6 +5,7 @@
 
 #include <check.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "hm_hsa.h"
@@ -32,6 +33,18 @@ static inline hm_runtime *weak_open(const char *chaos, const char *cus, const ch
 static inline void weak_close(hm_runtime *rt) {
   hm_runtime_close(rt);
   unsetenv("HSAMONO_SIM_CHAOS");
+}
+
+/* A proof's tries of one kernel under one schedule: how many failed, stopping at the first unless
+ * `all`. */
+typedef uint32_t (*weak_tries_fn)(const char *name, const char *chaos, bool all);
+
+/* Failed tries of a broken variant: without chaos, then (unless one failed already, or `all`)
+ * under chaos. It must fail at least one. */
+static inline uint32_t weak_broken_failures(weak_tries_fn tries, const char *name, bool all) {
+  uint32_t failed = tries(name, weak_chaos_of[0], all);
+  if (!failed || all) failed += tries(name, weak_chaos_of[1], all);
+  return failed;
 }
 
 #endif /* HM_TEST_WEAK_HELPERS_H */
