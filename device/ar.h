@@ -63,6 +63,17 @@
  * register budget even at TP8 (16 loads, 32 VGPRs of values). */
 #define AR_MAX_BATCH 2u
 
+/* Test seam: AR_SKIP, a mask of AR_SKIP_* bits, removes one step of the push / reduce hand-off. It
+ * is 0 in every real kernel (the branches fold away); only device/selftest/st_ar_*.cl set it, so
+ * the software agent's tests can prove its model fails an all-reduce missing that step
+ * (tests/sim/test_weak_ar.c). */
+#ifndef AR_SKIP
+#define AR_SKIP 0u
+#endif
+#define AR_SKIP_PAIR 1u   /* ar_push: value and tag as two 4-byte stores */
+#define AR_SKIP_SYSTEM 2u /* ar_push: device-scope stores (sc1), not system scope */
+#define AR_SKIP_POLL 4u   /* ar_reduce: plain polls (through the L1), not system-scope loads */
+
 struct ar_view {
   __global const u64 *peers; /* u64 [tp]: every rank's arena as this rank maps it */
   __global u32 *abort;       /* this rank's abort word */
@@ -124,7 +135,13 @@ DEV_INLINE void ar_push(const struct ar_view *v, u32 f, u32 value) {
   for (u32 i = 1; i <= v->tp; i++) {
     u32 q = v->rank + i;
     q = q >= v->tp ? q - v->tp : q;
-    dev_st_u64((__global u64 *)(v->peers[q] + v->mine + (u64)f * AR_SLOT_BYTES), pair, DEV_CP_SYS);
+    __global u64 *slot = (__global u64 *)(v->peers[q] + v->mine + (u64)f * AR_SLOT_BYTES);
+    if (AR_SKIP & AR_SKIP_PAIR) {
+      dev_st_u32((__global u32 *)slot, value, DEV_CP_SYS);
+      dev_st_u32((__global u32 *)slot + 1, v->tag, DEV_CP_SYS);
+    } else {
+      dev_st_u64(slot, pair, AR_SKIP & AR_SKIP_SYSTEM ? DEV_CP_DEV : DEV_CP_SYS);
+    }
   }
 }
 
@@ -158,7 +175,7 @@ DEV_INLINE u32 ar_reduce(const struct ar_view *v, u32 f, u32 stride, u32 n, u32 
         u32 k = i * AR_MAX_TP + s;
         if (missing >> k & 1u)
           w[k] = dev_ld_u64((__global const u64 *)(v->own + s * v->src_bytes + (u64)(f + i * stride) * AR_SLOT_BYTES),
-                            DEV_CP_SYS);
+                            AR_SKIP & AR_SKIP_POLL ? DEV_CP_PLAIN : DEV_CP_SYS);
       }
 #pragma unroll
     for (u32 k = 0; k < AR_MAX_BATCH * AR_MAX_TP; k++)

@@ -495,12 +495,17 @@ DEV_INLINE u64 dev_poll_elapsed(const dev_poll_t *p) { return dev_realtime() - p
 DEV_INLINE u32 dev_persist_arrive(__global struct hm_dev_persist *p, __local u32 *slot) {
   if (dev_lid() == 0) {
     u32 n = dev_ncta();
-    if (dev_atomic_add_u32(&p->arrived, 1u, DEV_RELAXED, DEV_SCOPE_SYSTEM) + 1u == n)
-      dev_atomic_cas_u32(&p->state, 0u, DEV_PERSIST_GO, DEV_RELAXED, DEV_SCOPE_SYSTEM);
-    DEV_POLL_UNTIL(dev_atomic_load_u32(&p->state, DEV_RELAXED, DEV_SCOPE_SYSTEM) != 0u);
+    if (dev_atomic_add_u32(&p->arrived, 1u, DEV_RELAXED, DEV_SCOPE_SYSTEM) + 1u == n) {
+      if (DEV_PERSIST_SKIP & DEV_PERSIST_SKIP_CAS)
+        dev_atomic_xchg_u32(&p->state, DEV_PERSIST_GO, DEV_RELAXED, DEV_SCOPE_SYSTEM);
+      else
+        dev_atomic_cas_u32(&p->state, 0u, DEV_PERSIST_GO, DEV_RELAXED, DEV_SCOPE_SYSTEM);
+    }
+    if (!(DEV_PERSIST_SKIP & DEV_PERSIST_SKIP_WAIT))
+      DEV_POLL_UNTIL(dev_atomic_load_u32(&p->state, DEV_RELAXED, DEV_SCOPE_SYSTEM) != 0u);
     *slot = dev_atomic_load_u32(&p->state, DEV_RELAXED, DEV_SCOPE_SYSTEM) == DEV_PERSIST_GO;
   }
-  dev_barrier();
+  if (!(DEV_PERSIST_SKIP & DEV_PERSIST_SKIP_BARRIER)) dev_barrier();
   return *slot;
 }
 

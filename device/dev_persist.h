@@ -19,4 +19,15 @@ struct hm_dev_persist {
 };
 DEV_ARGS_CHECK(hm_dev_persist, 128);
 
+/* Test seam: DEV_PERSIST_SKIP, a mask of DEV_PERSIST_SKIP_* bits, removes one step of
+ * dev_persist_arrive (device/dev.h). It is 0 in every real kernel (the branches fold away); only
+ * device/selftest/st_persist_*.cl set it, so the software agent's tests can prove a verdict missing
+ * that step goes wrong (tests/sim/test_weak_persist.c). */
+#ifndef DEV_PERSIST_SKIP
+#define DEV_PERSIST_SKIP 0u
+#endif
+#define DEV_PERSIST_SKIP_BARRIER 1u /* the verdict read from LDS with no barrier after lane 0 wrote it */
+#define DEV_PERSIST_SKIP_WAIT 2u    /* the state read once, not polled until it is set */
+#define DEV_PERSIST_SKIP_CAS 4u     /* the last arrival stores GO over whatever the host set */
+
 #endif /* HM_DEV_PERSIST_H */

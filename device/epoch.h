@@ -35,6 +35,20 @@
 #if defined(__OPENCL_C_VERSION__) || defined(DEV_ARCH_GFX950) || defined(DEV_ARCH_GFX942)
 #include "dev.h"
 
+/* Test seam: EP_SKIP, a mask of EP_SKIP_* bits, removes one step of the epoch's hand-offs. It is 0
+ * in every real kernel (the branches fold away); only device/selftest/st_epoch_*.cl set it, so the
+ * software agent's tests can prove its model fails an epoch missing that step
+ * (tests/sim/test_weak_epoch.c). The acquire of e and the release of e + 1 have no knob: every
+ * launch's packet carries system-scope acquire and release fences, which already order one
+ * launch's epoch after the last (docs/memory-model.md). */
+#ifndef EP_SKIP
+#define EP_SKIP 0u
+#endif
+#define EP_SKIP_HAND_BARRIER 1u /* dev_epoch_begin: e read from LDS with no barrier after lane 0 wrote it */
+#define EP_SKIP_FREE_BARRIER 2u /* dev_epoch_begin: returns with no barrier after the read (word reused) */
+#define EP_SKIP_MARKS 4u        /* dev_epoch_end: e + 1 published without waiting for the marks */
+#define EP_SKIP_END_BARRIER 8u  /* dev_epoch_end: lane 0 publishes without the barrier after the polls */
+
 DEV_INLINE u32 dev_epoch_tag(u32 e, u32 kind, u32 kinds) { return kinds * e + kind; }
 DEV_INLINE u32 dev_epoch_tag_k1(u32 e) { return dev_epoch_tag(e, 1u, 2u); }
 DEV_INLINE u32 dev_epoch_tag_k2(u32 e) { return dev_epoch_tag(e, 2u, 2u); }
@@ -51,9 +65,9 @@ DEV_INLINE u32 dev_epoch_begin(__global u32 *ep, __local u32 *word, u32 mark) {
     if (mark) dev_atomic_store_u32(&ep[DEV_EPOCH_MARKS + dev_cta()], e + 1u, DEV_RELAXED, DEV_SCOPE_AGENT);
     *word = e;
   }
-  dev_barrier();
+  if (!(EP_SKIP & EP_SKIP_HAND_BARRIER)) dev_barrier();
   u32 e = *word;
-  dev_barrier();
+  if (!(EP_SKIP & EP_SKIP_FREE_BARRIER)) dev_barrier();
   return e;
 }
 
@@ -68,9 +82,9 @@ DEV_INLINE u32 dev_epoch_begin(__global u32 *ep, __local u32 *word, u32 mark) {
 DEV_INLINE void dev_epoch_end_as(__global u32 *ep, u32 e, u32 cta0) {
   if (!cta0) return;
   u32 n = dev_ncta();
-  for (u32 b = dev_lid(); b < n; b += dev_cta_size())
+  for (u32 b = dev_lid(); b < n && !(EP_SKIP & EP_SKIP_MARKS); b += dev_cta_size())
     DEV_POLL_UNTIL(dev_atomic_load_u32(&ep[DEV_EPOCH_MARKS + b], DEV_RELAXED, DEV_SCOPE_AGENT) == e + 1u);
-  dev_barrier();
+  if (!(EP_SKIP & EP_SKIP_END_BARRIER)) dev_barrier();
   if (dev_lid() == 0) {
     u32 s = (e + 128u) & 255u;
     dev_atomic_store_u32(&ep[DEV_EPOCH_QUEUES + s], 0u, DEV_RELAXED, DEV_SCOPE_AGENT);

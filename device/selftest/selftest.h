@@ -4,6 +4,8 @@
 #define HM_SELFTEST_H
 
 #include "../dev_types.h"
+#include "../formats.h"
+#include "../kernels/ar_args.h"
 
 /* st_ids: out[8*global_id + k] = lid, cta, ncta, cta_size, lane, wave, nwaves, global id */
 struct st_ids_args { u64 out; };
@@ -109,5 +111,40 @@ DEV_ARGS_CHECK(st_pair_args, 32);
 #define ST_PRIM_CTA 256u
 struct st_prim_args { u64 data; u64 flag; u64 out; u64 ack; u64 ticks; u32 n; u32 mode; u32 tag; u32 pad; };
 DEV_ARGS_CHECK(st_prim_args, 56);
+
+/* st_epoch (and st_epoch_nohand, _nofree, _nomarks, _noendbar, each built with one step of
+ * device/epoch.h removed through EP_SKIP): every CTA (ST_EPOCH_CTA work-items) runs
+ * dev_epoch_begin with a mark, reuses the LDS word at once (a kernel's LDS struct may: the word is
+ * free again on return), stores the e each work-item got in out[global id], and dev_epoch_end. The
+ * host checks every e and the epoch's advance by one. */
+#define ST_EPOCH_CTA 256u
+struct st_epoch_args { u64 epoch; u64 out; };
+DEV_ARGS_CHECK(st_epoch_args, 16);
+
+/* st_persist (and st_persist_nobarrier, _nowait, _nocas, each built with one step of
+ * dev_persist_arrive removed through DEV_PERSIST_SKIP): every CTA (ST_PERSIST_CTA work-items) runs
+ * the arrival handshake and each work-item stores its verdict plus one in out[global id] (0: never
+ * ran, 1: abort, 2: go; anything else is a verdict no work-item should get). */
+#define ST_PERSIST_CTA 256u
+struct st_persist_args { u64 persist; u64 out; };
+DEV_ARGS_CHECK(st_persist_args, 16);
+
+/* st_ar (and st_ar_split, _devscope, _plainpoll, each built with one step of device/ar.h removed
+ * through AR_SKIP): the all-reduce's push / reduce hand-off between two ranks, one CTA
+ * (ST_AR_CTA work-items) each, on a heap (link, and region of n pairs in half 0), with `tag`. Rank 0
+ * reads source 1's inbox once with plain loads (its cache now holds the old pairs), raises ack[0]
+ * to tag, pushes its pairs and reduces all n into out[0..n) (st_ar_value gives every rank's pair);
+ * then ack[1] = tag. Rank 1 waits for ack[0], pushes its pairs and stays running in barrier rounds
+ * (at whose scheduling points its pending stores land one at a time, newest or oldest first) until
+ * ack[1] says rank 0 is done or `ticks` pass. */
+#define ST_AR_CTA 256u
+struct st_ar_args { struct hm_ar_link link; u64 ack; u64 out; u64 region; u64 ticks; u32 n; u32 tag; u32 pad[2]; };
+DEV_ARGS_CHECK(st_ar_args, 96);
+/* The bf16 pair rank r pushes for pair f with `tag`: small integers (exact in bf16, and so is any
+ * sum of two of them), different from one tag to the next, so a stale value shows. */
+static inline u32 st_ar_value(u32 rank, u32 f, u32 tag) {
+  u32 lo = 1u + ((f + tag) & 63u) + 64u * rank, hi = 2u * lo;
+  return (u32)fmt_bf16_from_f32((f32)lo) | (u32)fmt_bf16_from_f32((f32)hi) << 16;
+}
 
 #endif /* HM_SELFTEST_H */

@@ -3,22 +3,11 @@
 #include "../dev.h"
 #include "../handoff.h"
 #include "selftest.h"
+#include "st_wait.h"
 
 #ifndef ST_PRIM_NAME
 #error "define ST_PRIM_NAME (the kernel's name) before including st_prim.h"
 #endif
-
-/* Wait (lane 0, then the CTA) until *word == want or `ticks` pass. */
-DEV_INLINE void st_prim_await(__global u32 *word, u32 want, u64 ticks) {
-  if (dev_lid() == 0) {
-    dev_poll_t p;
-    dev_poll_init(&p);
-    while (dev_atomic_load_u32(word, DEV_ACQUIRE, DEV_SCOPE_AGENT) != want && dev_poll_elapsed(&p) < ticks)
-      dev_poll_wait(&p);
-    dev_poll_done(&p);
-  }
-  dev_barrier();
-}
 
 /* one level more, so ST_PRIM_NAME expands before DEV_KERNEL pastes it into its symbols */
 #define ST_PRIM_KERNEL(name) DEV_KERNEL(name, struct st_prim_args, ST_PRIM_CTA)
@@ -32,7 +21,7 @@ ST_PRIM_KERNEL(ST_PRIM_NAME) {
   const u32 lid = dev_lid(), n = args.n, tag = args.tag;
   if (dev_cta() == 0) {
     /* produce only once the consumer has its stale copy (flag mode) or is polling (pair mode) */
-    st_prim_await(ack, tag + 1u, args.ticks);
+    st_await(ack, tag + 1u, DEV_SCOPE_AGENT, args.ticks);
     if (args.mode == ST_PRIM_FLAG) {
       for (u32 i = lid; i < n; i += dev_cta_size()) dev_st_u32(&data[i], i * 3u + tag, DEV_CP_DEV);
       ho_flag_raise(flag, tag);
@@ -52,17 +41,7 @@ ST_PRIM_KERNEL(ST_PRIM_NAME) {
         dev_poll_done(&p);
       }
     } else {
-      u32 done = 0;
-      dev_poll_t p;
-      dev_poll_init(&p);
-      while (!done) {
-        dev_barrier();
-        if (lid == 0)
-          *word = dev_atomic_load_u32(ack, DEV_RELAXED, DEV_SCOPE_AGENT) == tag || dev_poll_elapsed(&p) >= args.ticks;
-        dev_barrier();
-        done = *word;
-      }
-      dev_poll_done(&p);
+      st_linger(ack, tag, DEV_SCOPE_AGENT, args.ticks, word);
     }
   } else if (dev_cta() == 1) {
     if (args.mode == ST_PRIM_FLAG) {

@@ -8,12 +8,13 @@
 #include "../hsa/rt_helpers.h"
 #include "hm_hsa.h"
 #include "selftest/selftest.h"
+#include "weak_helpers.h"
 
 /* How many tries a broken primitive gets to show itself (each a fresh launch and tag), without
  * chaos and under chaos seed 5; it must fail at least one of them. A try fails when a single word
- * is wrong. Seen here (ST_PRIM_VERBOSE=1 prints it): no drain, no barrier and no acquire fail every
- * try either way; the split pair fails 1 of 16 without chaos (stores land only one at a time at
- * scheduling points there) and 16 of 16 under chaos. The control's 32 clean tries are as many
+ * is wrong. Seen here (ST_WEAK_VERBOSE=1 prints it): no drain, no barrier and no acquire fail every
+ * try either way; the split pair fails 1 to 16 of 16 without chaos, depending on timing (stores
+ * land only one at a time at scheduling points there), and 16 of 16 under chaos. The control's 32 clean tries are as many
  * chances for a false alarm. */
 #define TRIES 16u
 #define WORDS 1024u /* 4 words a work-item: every wave of the producer stores */
@@ -44,37 +45,29 @@ static uint32_t prim_once(hm_queue *q, const hm_kernel *k, uint32_t mode, uint32
 
 /* Tries of kernel `name` in `mode`: how many were wholly right. */
 static uint32_t prim_tries(const char *name, uint32_t mode, const char *chaos) {
-  setenv("HSAMONO_SIM_WEAK", "1", 1);
-  setenv("HSAMONO_SIM_CUS", "4", 1);
-  if (chaos) setenv("HSAMONO_SIM_CHAOS", chaos, 1);
-  else unsetenv("HSAMONO_SIM_CHAOS");
-  hm_runtime *rt;
-  ck_assert_int_eq(hm_runtime_open("sim", &rt), HM_OK);
+  hm_runtime *rt = weak_open(chaos, "4", "1");
   hm_agent *a = hm_agent_get(rt, 0);
   hm_queue *q;
   ck_assert_int_eq(hm_queue_create(a, 64, &q), HM_OK);
   const hm_kernel *k = t_kernel(t_program(a), name);
   uint32_t whole = 0;
   for (uint32_t t = 0; t < TRIES; t++) whole += prim_once(q, k, mode, 10u + 2u * t) == WORDS;
-  if (getenv("ST_PRIM_VERBOSE")) fprintf(stderr, "%s mode %u chaos %s: %u of %u tries whole\n", name, mode, chaos ? chaos : "off", whole, TRIES);
-  hm_runtime_close(rt);
-  unsetenv("HSAMONO_SIM_CHAOS");
+  if (weak_verbose()) fprintf(stderr, "%s mode %u chaos %s: %u of %u tries whole\n", name, mode, chaos ? chaos : "off", whole, TRIES);
+  weak_close(rt);
   return whole;
 }
 
-static const char *const chaos_of[] = {NULL, "5"};
-
 START_TEST(whole_primitives_pass) {
   for (int c = 0; c < 2; c++) {
-    ck_assert_uint_eq(prim_tries("st_prim", ST_PRIM_FLAG, chaos_of[c]), TRIES);
-    ck_assert_uint_eq(prim_tries("st_prim", ST_PRIM_PAIR, chaos_of[c]), TRIES);
+    ck_assert_uint_eq(prim_tries("st_prim", ST_PRIM_FLAG, weak_chaos_of[c]), TRIES);
+    ck_assert_uint_eq(prim_tries("st_prim", ST_PRIM_PAIR, weak_chaos_of[c]), TRIES);
   }
 }
 END_TEST
 
 /* Whole tries of a broken variant over both schedules (must be fewer than all of them). */
 static uint32_t broken_tries(const char *name, uint32_t mode) {
-  return prim_tries(name, mode, chaos_of[0]) + prim_tries(name, mode, chaos_of[1]);
+  return prim_tries(name, mode, weak_chaos_of[0]) + prim_tries(name, mode, weak_chaos_of[1]);
 }
 
 /* ho_flag_raise without its drain: the other waves' device-scope stores are still in flight when

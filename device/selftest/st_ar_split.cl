@@ -1,0 +1,5 @@
+/* device/selftest/st_ar_split.cl: the st_ar hand-off (selftest.h) built with AR_SKIP = AR_SKIP_PAIR: the
+ * weak model must fail it (tests/sim/test_weak_ar.c). */
+#define AR_SKIP AR_SKIP_PAIR
+#define ST_AR_NAME st_ar_split
+#include "st_ar.h"
