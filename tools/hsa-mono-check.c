@@ -32,11 +32,16 @@ static void usage(FILE *f) {
           "file a stage (DIR/<stage>.safetensors, e.g. k1.seam, rank0.attn, router, out). Weights come\n"
           "from the seeded generator, or with --ckpt from a DeepSeek-V4.1 safetensors checkpoint (a file\n"
           "or a directory of shards). --launch ffn runs the FFN launch alone on generated wo_b parts.\n"
-          "--experts/--topk shrink the routed experts (full dims with fewer experts).\n");
+          "--experts/--topk shrink the routed experts (full dims with fewer experts; with --ckpt the first E\n"
+          "of the checkpoint's experts and the gate's and bias's first E rows); the line printed, any refusal\n"
+          "and every file's metadata (\"reduced\") then say the run is reduced.\n");
 }
 
+/* a reduced run's note, on every line ref prints (empty for a full run) */
+static char ref_note[64];
+
 static int fail(const char *what) {
-  fprintf(stderr, "hsa-mono-check ref: %s: %s\n", what, hm_errmsg());
+  fprintf(stderr, "hsa-mono-check ref: %s: %s%s\n", what, hm_errmsg(), ref_note);
   return CLI_EXIT_NOT_RUN;
 }
 
@@ -114,7 +119,16 @@ static int cmd_ref(int argc, char **argv) {
   if (launch_tool_step_shape(&c, rows, reqs, context, 0)) return CLI_EXIT_MISUSE;
   hm_layer_config cfg;
   bool reduced;
-  if (ffn_tool_layer(model, layer, experts, topk, &cfg, &reduced) != HM_OK) return cli_refuse(&c, "%s", hm_errmsg());
+  hm_layer_config named;
+  if (ffn_tool_layer(model, layer, experts, topk, &cfg, &reduced) != HM_OK ||
+      hm_config_by_name(model, (int32_t)layer, &named) != HM_OK)
+    return cli_refuse(&c, "%s", hm_errmsg());
+  ref_note[0] = 0;
+  if (reduced && cfg.topk != named.topk)
+    snprintf(ref_note, sizeof ref_note, "  [REDUCED: %u of %u experts, top-%u of %u]", cfg.experts, named.experts,
+             cfg.topk, named.topk);
+  else if (reduced)
+    snprintf(ref_note, sizeof ref_note, "  [REDUCED: %u of %u experts]", cfg.experts, named.experts);
   hm_rank_dims dims;
   if (hm_rank_dims_for(&cfg, (uint32_t)tp, &dims) != HM_OK) return cli_refuse(&c, "%s", hm_errmsg());
   if (mkdir(out, 0777) != 0 && errno != EEXIST) {
@@ -139,7 +153,9 @@ static int cmd_ref(int argc, char **argv) {
   }
   hm_layer_weights w[HM_LAYER_MAX_TP];
   uint32_t parts = ffn ? HM_WPART_FFN : 0;
-  hm_build_opts bo = {parts, (uint32_t)(context + rows + 64)};
+  /* a checkpoint holds the named layer's experts; a reduced run reads the first cfg.experts */
+  hm_build_opts bo = {.parts = parts, .rope_positions = (uint32_t)(context + rows + 64),
+                      .source_experts = ckpt ? named.experts : 0};
   hm_gen_step step;
   int rc = CLI_EXIT_NOT_RUN;
   uint32_t built = 0;
@@ -194,15 +210,16 @@ static int cmd_ref(int argc, char **argv) {
     goto done;
   }
   /* the files, every one carrying the run's parameters */
-  char lbuf[24], rbuf[24], tbuf[24], sbuf[32], ebuf[16];
+  char lbuf[24], rbuf[24], tbuf[24], sbuf[32], ebuf[16], redbuf[48];
   snprintf(lbuf, sizeof lbuf, "%ld", layer);
   snprintf(rbuf, sizeof rbuf, "%ld", rows);
   snprintf(tbuf, sizeof tbuf, "%ld", tp);
   snprintf(sbuf, sizeof sbuf, "%llu", seed);
   snprintf(ebuf, sizeof ebuf, "%u", cfg.experts);
-  const char *mk[] = {"model", "layer", "rows", "tp", "seed", "launch", "experts", "weights"};
-  const char *mv[] = {model, lbuf, rbuf, tbuf, sbuf, launch, ebuf, ckpt ? ckpt : "generator"};
-  const uint32_t nm = sizeof mk / sizeof *mk;
+  snprintf(redbuf, sizeof redbuf, "%u of %u experts", cfg.experts, named.experts);
+  const char *mk[] = {"model", "layer", "rows", "tp", "seed", "launch", "experts", "weights", "reduced"};
+  const char *mv[] = {model, lbuf, rbuf, tbuf, sbuf, launch, ebuf, ckpt ? ckpt : "generator", redbuf};
+  const uint32_t nm = sizeof mk / sizeof *mk - !reduced; /* "reduced" only on a reduced run */
   char path[4096];
   snprintf(path, sizeof path, "%s/inputs.safetensors", out);
   if (hm_st_write(path, &inputs, mk, mv, nm) != HM_OK) {
@@ -222,9 +239,9 @@ static int cmd_ref(int argc, char **argv) {
     goto done;
   }
   printf("hsa-mono-check ref: %s layer %ld (%s launch), %ld rows, TP%ld, seed %llu: %u stage files, %u tensors, "
-         "reference %.2f s -> %s\n",
+         "reference %.2f s -> %s%s\n",
          model, layer, launch, rows, tp, seed, files, trace.count,
-         (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec), out);
+         (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec), out, ref_note);
   rc = 0;
 done:
   hm_gen_step_free(&step);

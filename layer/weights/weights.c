@@ -53,18 +53,27 @@ static hm_status rd(builder *b, const char *suffix, uint64_t r0, uint64_t nr, ui
   return b->src->read(b->src->ctx, full, r0, nr, c0, nc, out);
 }
 
-/* a whole tensor copied as stored under a kernel-side name */
-static hm_status copy_whole(builder *b, const char *suffix, const char *kname) {
+/* the first n rows (a 1-D tensor: elements) of a tensor, as stored, under a kernel-side name */
+static hm_status copy_head(builder *b, const char *suffix, const char *kname, uint64_t n) {
   char full[HM_TENSOR_NAME];
   const hm_ckpt_entry *e;
   hm_status st = expect(b, suffix, full, &e);
   if (st != HM_OK) return st;
-  uint64_t shape[2] = {e->shape[0], e->shape[1]};
+  uint64_t shape[2] = {n, e->shape[1]};
   hm_tensor *t;
   st = hm_tset_add(b->set, kname, e->dtype, e->ndim, shape, &t);
   if (st != HM_OK) return st;
-  uint64_t rows = e->ndim == 2 ? e->shape[0] : 1, cols = e->ndim == 2 ? e->shape[1] : e->shape[0];
+  uint64_t rows = e->ndim == 2 ? n : 1, cols = e->ndim == 2 ? e->shape[1] : n;
   return b->src->read(b->src->ctx, full, 0, rows, 0, cols, t->data);
+}
+
+/* a whole tensor copied as stored under a kernel-side name */
+static hm_status copy_whole(builder *b, const char *suffix, const char *kname) {
+  char full[HM_TENSOR_NAME];
+  snprintf(full, sizeof full, "%s%s", b->prefix, suffix);
+  for (uint32_t i = 0; i < b->count; i++)
+    if (!strcmp(b->schema[i].name, full)) return copy_head(b, suffix, kname, b->schema[i].shape[0]);
+  return hm_fail(HM_ERR_INVALID_ARG, "'%s' is not a tensor of this layer", full);
 }
 
 /* rows [r0, r0+nr) x cols [c0, c0+nc) of an MXFP8 linear (elements; multiples of 32) into a new
@@ -99,8 +108,9 @@ static hm_status build_ffn(builder *b, const hm_rank_dims *d, uint32_t rank) {
   if ((st = copy_whole(b, "hc_ffn_scale", "hc_ffn_scale")) != HM_OK) return st;
   if ((st = copy_whole(b, "hc_ffn_base", "hc_ffn_base")) != HM_OK) return st;
   if ((st = copy_whole(b, "ffn_norm.weight", "ffn_norm")) != HM_OK) return st;
-  if ((st = copy_whole(b, "ffn.gate.weight", "gate_w")) != HM_OK) return st;
-  if ((st = copy_whole(b, "ffn.gate.bias", "bias")) != HM_OK) return st;
+  /* a reduced layer of a full checkpoint routes over the gate's first E rows */
+  if ((st = copy_head(b, "ffn.gate.weight", "gate_w", E)) != HM_OK) return st;
+  if ((st = copy_head(b, "ffn.gate.bias", "bias", E)) != HM_OK) return st;
 
   /* routed experts, MXFP4 in aiter's layouts (§4.2): this rank's intermediate columns
    * [rank*Ir, rank*Ir + Ir), padded with zeros (codes 0) to I */
@@ -231,6 +241,10 @@ hm_status hm_weights_build(const hm_layer_config *cfg, uint32_t tp, uint32_t ran
     return hm_fail(HM_ERR_INVALID_ARG, "layer %d has no %s tensors", cfg->layer,
                    (parts & ~have & HM_WPART_SELECT) ? "compressor/indexer" : "Engram");
   uint32_t positions = opts && opts->rope_positions ? opts->rope_positions : 4096;
+  uint32_t source_experts = opts && opts->source_experts ? opts->source_experts : cfg->experts;
+  if (source_experts < cfg->experts)
+    return hm_fail(HM_ERR_INVALID_ARG, "layer %d: a source of %u experts holds fewer than the layer's %u", cfg->layer,
+                   source_experts, cfg->experts);
 
   hm_layer_weights w;
   memset(&w, 0, sizeof w);
@@ -243,6 +257,11 @@ hm_status hm_weights_build(const hm_layer_config *cfg, uint32_t tp, uint32_t ran
   builder b = {cfg, src, NULL, 0, "", &w.set};
   hm_config_prefix(cfg, b.prefix, sizeof b.prefix);
   if ((st = hm_ckpt_schema(cfg, &b.schema, &b.count)) != HM_OK) return st;
+  /* the source's gate holds all its experts; the layer reads the first cfg->experts */
+  for (uint32_t i = 0; i < b.count && source_experts != cfg->experts; i++) {
+    const char *n = b.schema[i].name + strlen(b.prefix);
+    if (!strcmp(n, "ffn.gate.weight") || !strcmp(n, "ffn.gate.bias")) b.schema[i].shape[0] = source_experts;
+  }
   if (st == HM_OK && (parts & HM_WPART_FFN)) st = build_ffn(&b, &d, rank);
   if (st == HM_OK && (parts & HM_WPART_ATTN)) st = build_attn(&b, &d, rank, positions);
   if (st == HM_OK && (parts & HM_WPART_SELECT)) st = build_select(&b);

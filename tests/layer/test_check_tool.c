@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "helpers.h"
@@ -101,6 +102,58 @@ START_TEST(ref_layer_files) {
   ck_assert_int_eq(run(args), 2);
   ck_assert_int_eq(run("ref --config tiny --layer 5"), 2);
   ck_assert_int_eq(run("frob"), 2);
+  snprintf(args, sizeof args, "rm -rf %s", dir);
+  ck_assert_int_eq(system(args), 0);
+}
+END_TEST
+
+/* Every line of out holds `what`. */
+static int every_line_has(const char *out, const char *what) {
+  for (const char *l = out; *l;) {
+    const char *e = strchr(l, '\n');
+    size_t n = e ? (size_t)(e - l) : strlen(l);
+    char line[1024];
+    snprintf(line, sizeof line, "%.*s", (int)n, l);
+    if (n && !strstr(line, what)) return 0;
+    l += n + (e != NULL);
+  }
+  return 1;
+}
+
+/* `ref --experts E --ckpt DIR` on a checkpoint of the layer's full expert count (issue 18 item 1): the
+ * first E experts, the gate's and bias's first E rows, the run called reduced on every line and in
+ * every file. The generator's elements do not depend on the expert count, so the reduced run on the
+ * generator's full checkpoint must give the reduced generator run's output to the bit. A draft layer
+ * (mtp.0.), 32 experts cut to 4, in three shards. */
+START_TEST(ref_reduced_from_checkpoint) {
+  snprintf(dir, sizeof dir, "/tmp/hm_check_XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  char ck[300], args[1024];
+  snprintf(ck, sizeof ck, "%s/ckpt", dir);
+  ck_assert_int_eq(mkdir(ck, 0700), 0);
+  hm_layer_config full = tl_config("tiny", 40, 0, 0);
+  ck_assert_uint_eq(full.experts, 32);
+  tl_write_ckpt(&full, 7, ck, 3);
+  const char *base = "ref --config tiny --layer 40 --rows 2 --tp 2 --seed 7 --experts 4 --topk 2";
+  char *out;
+  snprintf(args, sizeof args, "%s --ckpt %s --out %s/c", base, ck, dir);
+  ck_assert_int_eq(run_sim(args, &out), 0);
+  ck_assert_msg(every_line_has(out, "[REDUCED: 4 of 32 experts, top-2 of 3]"), "%s", out);
+  free(out);
+  snprintf(args, sizeof args, "%s --out %s/g", base, dir);
+  ck_assert_int_eq(run_sim(args, &out), 0);
+  ck_assert_msg(every_line_has(out, "[REDUCED: 4 of 32 experts, top-2 of 3]"), "%s", out);
+  free(out);
+  hm_st_file *c = open_in("c", "out"), *g = open_in("g", "out");
+  ck_assert_str_eq(hm_st_meta(c, "reduced"), "4 of 32 experts");
+  ck_assert_str_eq(hm_st_meta(c, "weights"), ck);
+  const void *xc, *xg;
+  uint64_t nc, ng;
+  ck_assert_int_eq(hm_st_get(c, "out.x", NULL, NULL, NULL, &xc, &nc), HM_OK);
+  ck_assert_int_eq(hm_st_get(g, "out.x", NULL, NULL, NULL, &xg, &ng), HM_OK);
+  ck_assert_uint_eq(nc, ng);
+  ck_assert_msg(!memcmp(xc, xg, nc), "the reduced checkpoint run's out.x is not the reduced generator run's");
+  hm_st_close(c), hm_st_close(g);
   snprintf(args, sizeof args, "rm -rf %s", dir);
   ck_assert_int_eq(system(args), 0);
 }
@@ -246,15 +299,12 @@ START_TEST(layer_model_refusals) {
 END_TEST
 
 Suite *hm_test_suite(void) {
-  Suite *s = suite_create("layer-check-tool");
-  TCase *tc = tcase_create("tool");
-  tcase_set_timeout(tc, 300);
-  tcase_add_test(tc, ref_layer_files);
-  tcase_add_test(tc, ffn_harness);
-  tcase_add_test(tc, k1_harness);
-  tcase_add_test(tc, layer_harness);
-  tcase_add_test(tc, model_chain);
-  tcase_add_test(tc, layer_model_refusals);
-  suite_add_tcase(s, tc);
-  return s;
+  const tl_case tests[] = {{"ref_layer_files", ref_layer_files},
+                           {"ref_reduced_from_checkpoint", ref_reduced_from_checkpoint},
+                           {"ffn_harness", ffn_harness},
+                           {"k1_harness", k1_harness},
+                           {"layer_harness", layer_harness},
+                           {"model_chain", model_chain},
+                           {"layer_model_refusals", layer_model_refusals}};
+  return TL_SUITE("layer-check-tool", tests, 300);
 }

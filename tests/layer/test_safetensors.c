@@ -197,7 +197,7 @@ START_TEST(checkpoint_source) {
   hm_source cs = hm_ckpt_source(ck);
   for (uint32_t r = 0; r < 2; r++) {
     hm_layer_weights a, b;
-    hm_build_opts o = {HM_WPART_FFN | HM_WPART_ATTN, 64};
+    hm_build_opts o = {.parts = HM_WPART_FFN | HM_WPART_ATTN, .rope_positions = 64};
     ck_assert_int_eq(hm_weights_build(&c, 2, r, &gs, &o, &a), HM_OK);
     ck_assert_int_eq(hm_weights_build(&c, 2, r, &cs, &o, &b), HM_OK);
     ck_assert_uint_eq(a.set.count, b.set.count);
@@ -299,6 +299,60 @@ START_TEST(unknown_dtypes_listed) {
 }
 END_TEST
 
+/* A layer with fewer routed experts than the checkpoint holds (issue 18 item 1; --experts E with
+ * --ckpt): told the source's count (hm_build_opts.source_experts), the build takes experts 0..E-1
+ * and the gate's and bias's first E rows, the rest as the full layer's, byte for byte; experts past E
+ * are never read (one stored as F4 does not stop it). Without the count the gate's shape is refused
+ * as before; a count below the layer's, or not the checkpoint's, is refused. */
+START_TEST(reduced_experts_from_checkpoint) {
+  mkdir_tmp();
+  hm_layer_config full = tl_config("tiny", 3, 8, 6), red = tl_config("tiny", 3, 4, 2);
+  tl_write_ckpt(&full, 21, dir, 1);
+  char p[300];
+  snprintf(p, sizeof p, "%s/model-00001-of-00001.safetensors", dir);
+  hm_ckpt *ck;
+  ck_assert_int_eq(hm_ckpt_open(dir, &ck), HM_OK);
+  hm_source cs = hm_ckpt_source(ck);
+  hm_layer_weights a, b;
+  hm_build_opts fo = {HM_WPART_FFN | HM_WPART_ATTN, 64, 0}, ro = fo;
+  ck_assert_int_eq(hm_weights_build(&red, 2, 1, &cs, &ro, &b), HM_ERR_FORMAT);
+  ck_assert_msg(strstr(hm_errmsg(), "ffn.gate.weight") != NULL, "%s", hm_errmsg());
+  ro.source_experts = 3;
+  ck_assert_int_eq(hm_weights_build(&red, 2, 1, &cs, &ro, &b), HM_ERR_INVALID_ARG);
+  ck_assert_msg(strstr(hm_errmsg(), "3 experts") != NULL, "%s", hm_errmsg());
+  ro.source_experts = 9;
+  ck_assert_int_eq(hm_weights_build(&red, 2, 1, &cs, &ro, &b), HM_ERR_FORMAT);
+  ck_assert_msg(strstr(hm_errmsg(), "[9,1024]") != NULL, "%s", hm_errmsg());
+  ro.source_experts = 8;
+  ck_assert_msg(hm_weights_build(&full, 2, 1, &cs, &fo, &a) == HM_OK, "%s", hm_errmsg());
+  ck_assert_msg(hm_weights_build(&red, 2, 1, &cs, &ro, &b) == HM_OK, "%s", hm_errmsg());
+  ck_assert_uint_eq(a.set.count, b.set.count);
+  static const char *const per_expert[] = {"gate_w", "bias", "w13", "w13_s", "w2", "w2_s"};
+  for (uint32_t i = 0; i < a.set.count; i++) {
+    const hm_tensor *x = &a.set.t[i], *y = &b.set.t[i];
+    ck_assert_str_eq(x->name, y->name);
+    bool cut = false;
+    for (unsigned k = 0; k < sizeof per_expert / sizeof *per_expert; k++) cut |= !strcmp(x->name, per_expert[k]);
+    /* a per-expert tensor: its first 4 of 8 leading rows, else the whole */
+    ck_assert_msg(y->shape[0] == (cut ? 4 : x->shape[0]) && y->nbytes == (cut ? x->nbytes / 2 : x->nbytes), "%s",
+                  x->name);
+    ck_assert_msg(!memcmp(x->data, y->data, y->nbytes), "%s", x->name);
+  }
+  hm_weights_free(&a), hm_weights_free(&b);
+  hm_ckpt_close(ck);
+  /* expert 5 unreadable: the full layer is refused, the reduced one never reads it */
+  tl_patch_header(p, "\"layers.3.ffn.experts.5.w1.weight\":{\"dtype\":\"I8\"",
+                  "\"layers.3.ffn.experts.5.w1.weight\":{\"dtype\":\"F4\"");
+  ck_assert_int_eq(hm_ckpt_open(dir, &ck), HM_OK);
+  cs = hm_ckpt_source(ck);
+  ck_assert_int_eq(hm_weights_build(&full, 2, 1, &cs, &fo, &a), HM_ERR_UNSUPPORTED);
+  ck_assert_msg(hm_weights_build(&red, 2, 1, &cs, &ro, &b) == HM_OK, "%s", hm_errmsg());
+  hm_weights_free(&b);
+  hm_ckpt_close(ck);
+  rm_tree();
+}
+END_TEST
+
 Suite *hm_test_suite(void) {
   Suite *s = suite_create("layer-safetensors");
   TCase *tc = tcase_create("safetensors");
@@ -308,6 +362,7 @@ Suite *hm_test_suite(void) {
   tcase_add_test(tc, duplicate_among_many_fails_fast);
   tcase_add_test(tc, checkpoint_source);
   tcase_add_test(tc, unknown_dtypes_listed);
+  tcase_add_test(tc, reduced_experts_from_checkpoint);
   suite_add_tcase(s, tc);
   return s;
 }
