@@ -21,6 +21,13 @@ typedef struct builder {
   hm_tensor_set *set;
 } builder;
 
+/* "[a]" or "[a,b]" */
+static const char *shape_str(char *buf, size_t size, uint32_t nd, const uint64_t shape[2]) {
+  if (nd == 2) snprintf(buf, size, "[%llu,%llu]", (unsigned long long)shape[0], (unsigned long long)shape[1]);
+  else snprintf(buf, size, "[%llu]", (unsigned long long)shape[0]);
+  return buf;
+}
+
 /* the schema entry of `suffix`, after checking the source stores it with that dtype and shape */
 static hm_status expect(builder *b, const char *suffix, char *full, const hm_ckpt_entry **out) {
   snprintf(full, HM_TENSOR_NAME, "%s%s", b->prefix, suffix);
@@ -35,11 +42,12 @@ static hm_status expect(builder *b, const char *suffix, char *full, const hm_ckp
   if (st != HM_OK) return st;
   /* packed FP4 is stored as I8 or U8 by different writers */
   bool dt_ok = dt == e->dtype || (e->dtype == HM_DT_I8 && dt == HM_DT_U8);
-  if (!dt_ok || nd != e->ndim || shape[0] != e->shape[0] || (nd == 2 && shape[1] != e->shape[1]))
-    return hm_fail(HM_ERR_FORMAT, "'%s': %s %ux[%llu,%llu], the layer needs %s [%llu,%llu]", full,
-                   hm_dtype_st_name(dt), nd, (unsigned long long)shape[0], (unsigned long long)shape[1],
-                   hm_dtype_st_name(e->dtype), (unsigned long long)e->shape[0],
-                   (unsigned long long)(nd == 2 ? e->shape[1] : 0));
+  if (!dt_ok || nd != e->ndim || shape[0] != e->shape[0] || (nd == 2 && shape[1] != e->shape[1])) {
+    char have[48], need[48];
+    return hm_fail(HM_ERR_FORMAT, "'%s': %s %s, the layer needs %s %s", full, hm_dtype_st_name(dt),
+                   shape_str(have, sizeof have, nd, shape), hm_dtype_st_name(e->dtype),
+                   shape_str(need, sizeof need, e->ndim, e->shape));
+  }
   *out = e;
   return HM_OK;
 }
@@ -96,6 +104,30 @@ static hm_status mx8_slice(builder *b, const char *base, const char *kname, uint
   }
   if ((st = rd(b, wn, r0, nr, c0, nc, (uint8_t *)w->data + at * nc)) != HM_OK) return st;
   return rd(b, sn, r0 / 32, nr / 32, c0 / 32, nc / 32, (uint8_t *)s->data + (at / 32) * (nc / 32));
+}
+
+/* Every tensor the build reads (the parts', but Engram's table) is in the source: else how many are
+ * not, the first few by name and the source's own words for the first (a checkpoint given as one
+ * of its shards says so), before anything is read. */
+static hm_status check_present(builder *b, uint32_t parts) {
+  uint32_t reads = 0, missing = 0;
+  char names[400] = "", first[512] = "";
+  size_t at = 0;
+  for (uint32_t i = 0; i < b->count; i++) {
+    const hm_ckpt_entry *e = &b->schema[i];
+    if (e->huge || !(e->part & parts)) continue;
+    reads++;
+    hm_dtype dt;
+    uint32_t nd;
+    uint64_t shape[2];
+    if (b->src->info(b->src->ctx, e->name, &dt, &nd, shape) != HM_ERR_NOT_FOUND) continue;
+    if (!missing++) snprintf(first, sizeof first, "%s", hm_errmsg());
+    if (missing <= 3 && at < sizeof names)
+      at += (size_t)snprintf(names + at, sizeof names - at, "%s'%s'", missing > 1 ? ", " : "", e->name);
+  }
+  if (!missing) return HM_OK;
+  return hm_fail(HM_ERR_NOT_FOUND, "%u of the %u tensors it reads are missing: %s%s (%s)", missing, reads, names,
+                 missing > 3 ? " ..." : "", first);
 }
 
 /* ---------------------------------------------------------------- the parts */
@@ -262,6 +294,7 @@ hm_status hm_weights_build(const hm_layer_config *cfg, uint32_t tp, uint32_t ran
     const char *n = b.schema[i].name + strlen(b.prefix);
     if (!strcmp(n, "ffn.gate.weight") || !strcmp(n, "ffn.gate.bias")) b.schema[i].shape[0] = source_experts;
   }
+  st = check_present(&b, parts);
   if (st == HM_OK && (parts & HM_WPART_FFN)) st = build_ffn(&b, &d, rank);
   if (st == HM_OK && (parts & HM_WPART_ATTN)) st = build_attn(&b, &d, rank, positions);
   if (st == HM_OK && (parts & HM_WPART_SELECT)) st = build_select(&b);

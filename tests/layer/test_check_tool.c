@@ -144,6 +144,13 @@ START_TEST(ref_reduced_from_checkpoint) {
   ck_assert_int_eq(run_sim(args, &out), 0);
   ck_assert_msg(every_line_has(out, "[REDUCED: 4 of 32 experts, top-2 of 3]"), "%s", out);
   free(out);
+  /* one shard given for the directory: exit 2, the missing tensors and the shards named, still reduced */
+  snprintf(args, sizeof args, "%s --ckpt %s/model-00002-of-00003.safetensors --out %s/s", base, ck, dir);
+  ck_assert_int_eq(run_sim(args, &out), 2);
+  ck_assert_msg(strstr(out, "tensors it reads are missing: 'mtp.0.") && strstr(out, "one of 3 .safetensors files") &&
+                    every_line_has(out, "[REDUCED: 4 of 32 experts, top-2 of 3]"),
+                "%s", out);
+  free(out);
   hm_st_file *c = open_in("c", "out"), *g = open_in("g", "out");
   ck_assert_str_eq(hm_st_meta(c, "reduced"), "4 of 32 experts");
   ck_assert_str_eq(hm_st_meta(c, "weights"), ck);

@@ -353,6 +353,54 @@ START_TEST(reduced_experts_from_checkpoint) {
 }
 END_TEST
 
+/* One shard of a sharded checkpoint given for a layer whose tensors span the shards (issue 18 item
+ * 4; the released Engram layers' tables sit in the last shards): the build says how many of the
+ * tensors it reads are missing, names the first, and that the checkpoint is a directory of shards
+ * (and how many the file's directory holds); the directory builds. */
+START_TEST(missing_tensors_named) {
+  mkdir_tmp();
+  hm_layer_config c = tl_config("tiny", 1, 8, 6);
+  ck_assert(hm_config_has(&c, HM_ROLE_ENGRAM));
+  tl_write_ckpt(&c, 3, dir, 3);
+  hm_ckpt_entry *sc;
+  uint32_t n, missing = 0, reads = 0, first = UINT32_MAX;
+  ck_assert_int_eq(hm_ckpt_schema(&c, &sc, &n), HM_OK);
+  for (uint32_t i = 0; i < n; i++)
+    if (!sc[i].huge) reads++, missing += i % 3 != 0, first = i % 3 && first == UINT32_MAX ? i : first;
+  char p[400], want[400];
+  snprintf(p, sizeof p, "%s/model-00001-of-00003.safetensors", dir);
+  hm_ckpt *ck;
+  ck_assert_int_eq(hm_ckpt_open(p, &ck), HM_OK);
+  hm_source cs = hm_ckpt_source(ck);
+  hm_layer_weights w;
+  ck_assert_int_eq(hm_weights_build(&c, 1, 0, &cs, NULL, &w), HM_ERR_NOT_FOUND);
+  snprintf(want, sizeof want, "%u of the %u tensors it reads are missing: '%s'", missing, reads, sc[first].name);
+  ck_assert_msg(strstr(hm_errmsg(), want) != NULL, "no \"%s\" in: %s", want, hm_errmsg());
+  ck_assert_msg(strstr(hm_errmsg(), "one of 3 .safetensors files") && strstr(hm_errmsg(), "a directory of shards"),
+                "%s", hm_errmsg());
+  hm_ckpt_close(ck);
+  ck_assert_int_eq(hm_ckpt_open(dir, &ck), HM_OK);
+  cs = hm_ckpt_source(ck);
+  ck_assert_msg(hm_weights_build(&c, 1, 0, &cs, NULL, &w) == HM_OK, "%s", hm_errmsg());
+  hm_weights_free(&w);
+  hm_ckpt_close(ck);
+  /* a file alone in its directory: the build still says a checkpoint may be a directory of shards */
+  char alone[300], cmd[800];
+  snprintf(alone, sizeof alone, "%s/alone", dir);
+  ck_assert_int_eq(mkdir(alone, 0700), 0);
+  snprintf(cmd, sizeof cmd, "mv %s %s/", p, alone);
+  ck_assert_int_eq(system(cmd), 0);
+  snprintf(p, sizeof p, "%s/model-00001-of-00003.safetensors", alone);
+  ck_assert_int_eq(hm_ckpt_open(p, &ck), HM_OK);
+  cs = hm_ckpt_source(ck);
+  ck_assert_int_eq(hm_weights_build(&c, 1, 0, &cs, NULL, &w), HM_ERR_NOT_FOUND);
+  ck_assert_msg(strstr(hm_errmsg(), want) && strstr(hm_errmsg(), "a directory of shards"), "%s", hm_errmsg());
+  hm_ckpt_close(ck);
+  free(sc);
+  rm_tree();
+}
+END_TEST
+
 Suite *hm_test_suite(void) {
   Suite *s = suite_create("layer-safetensors");
   TCase *tc = tcase_create("safetensors");
@@ -363,6 +411,7 @@ Suite *hm_test_suite(void) {
   tcase_add_test(tc, checkpoint_source);
   tcase_add_test(tc, unknown_dtypes_listed);
   tcase_add_test(tc, reduced_experts_from_checkpoint);
+  tcase_add_test(tc, missing_tensors_named);
   suite_add_tcase(s, tc);
   return s;
 }
