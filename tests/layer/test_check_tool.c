@@ -68,7 +68,8 @@ START_TEST(ref_layer_files) {
   snprintf(dir, sizeof dir, "/tmp/hm_check_XXXXXX");
   ck_assert_ptr_nonnull(mkdtemp(dir));
   char args[512];
-  snprintf(args, sizeof args, "ref --config tiny --layer 5 --rows 4 --reqs 2 --tp 2 --seed 9 --out %s/l5", dir);
+  snprintf(args, sizeof args, "ref --config tiny --layer 5 --rows 4 --reqs 2 --tp 2 --seed 9 --dump-weights --out %s/l5",
+           dir);
   ck_assert_int_eq(run(args), 0);
   hm_st_file *f = open_in("l5", "out");
   ck_assert_str_eq(hm_st_meta(f, "model"), "tiny");
@@ -81,11 +82,21 @@ START_TEST(ref_layer_files) {
   ck_assert_uint_eq(sh[0], 4);
   ck_assert_uint_eq(sh[1], 1024);
   hm_st_close(f);
-  /* rank 1's weights in the kernel layouts: packed FP4 is written as "I8" (checkpoint style) */
+  /* --dump-weights: rank 1's weights in the kernel layouts, as a build of that rank (packed FP4
+   * written as "I8", checkpoint style) */
   f = open_in("l5", "weights.rank1");
-  ck_assert_int_eq(hm_st_get(f, "w13", &dt, NULL, sh, NULL, NULL), HM_OK);
+  const void *d13;
+  uint64_t n13;
+  ck_assert_int_eq(hm_st_get(f, "w13", &dt, NULL, sh, &d13, &n13), HM_OK);
   ck_assert_int_eq(dt, HM_DT_I8);
   ck_assert_uint_eq(sh[1], 256);
+  hm_layer_config c5 = tl_config("tiny", 5, 0, 0);
+  hm_layer_weights w5[2];
+  tl_build_group(&c5, 2, 9, 0, w5);
+  const hm_tensor *b13 = hm_weights_get(&w5[1], "w13");
+  ck_assert_uint_eq(b13->nbytes, n13);
+  ck_assert_msg(!memcmp(b13->data, d13, n13), "weights.rank1 w13 is not rank 1's build");
+  tl_free_group(w5, 2);
   hm_st_close(f);
   const char *stages[] = {"inputs", "k1.seam", "k1", "rank0.attn", "rank1.wo_b", "ffn.seam", "router", "rank1.routed"};
   for (unsigned i = 0; i < sizeof stages / sizeof *stages; i++) hm_st_close(open_in("l5", stages[i]));
@@ -97,6 +108,13 @@ START_TEST(ref_layer_files) {
   ck_assert_int_eq(hm_st_get(f, "rank3.routed.mid", NULL, NULL, sh, NULL, NULL), HM_OK);
   ck_assert_uint_eq(sh[2], 640);
   hm_st_close(f);
+  /* without --dump-weights only the dumps asked for: no copy of the weights */
+  char p[512];
+  struct stat sb;
+  for (unsigned r = 0; r < 4; r++) {
+    snprintf(p, sizeof p, "%s/ffn/weights.rank%u.safetensors", dir, r);
+    ck_assert_msg(stat(p, &sb) != 0, "%s written without --dump-weights", p);
+  }
   /* refusals: bad tp (misuse: 2, as ffn's; it was 1), missing arguments, unknown command */
   snprintf(args, sizeof args, "ref --config tiny --layer 5 --rows 4 --tp 3 --seed 9 --out %s/x", dir);
   ck_assert_int_eq(run(args), 2);
