@@ -25,18 +25,25 @@ static void usage(FILE *f) {
           "       hsa-mono-check model --layers A-B --tp N --rows R [options]   (model --help: layers A..B chained over steps)\n"
           "       hsa-mono-check ref --config tiny|v41-flash --layer L --rows R --tp N --seed S --out DIR\n"
           "                          [--launch layer|ffn] [--experts E --topk K] [--ckpt PATH]\n"
-          "                          [--context C] [--reqs Q]\n"
+          "                          [--context C] [--reqs Q] [--dump-weights]\n"
           "\n"
           "Runs the fp32 reference of one decode step of layer L for a TP group of N ranks (1, 2, 4) and\n"
-          "writes DIR/inputs.safetensors, DIR/weights.rank<r>.safetensors (the kernels' layouts) and one\n"
-          "file a stage (DIR/<stage>.safetensors, e.g. k1.seam, rank0.attn, router, out). Weights come\n"
-          "from the seeded generator, or with --ckpt from a DeepSeek-V4.1 safetensors checkpoint (a file\n"
-          "or a directory of shards). --launch ffn runs the FFN launch alone on generated wo_b parts.\n"
-          "--experts/--topk shrink the routed experts (full dims with fewer experts).\n");
+          "writes DIR/inputs.safetensors and one file a stage (DIR/<stage>.safetensors, e.g. k1.seam,\n"
+          "rank0.attn, router, out); --dump-weights also DIR/weights.rank<r>.safetensors (the kernels'\n"
+          "layouts). Weights come from the seeded generator, or with --ckpt from a DeepSeek-V4.1\n"
+          "safetensors checkpoint (its directory of shards, docs/checkpoint.md), built a rank at a time:\n"
+          "the attention's of every rank, the FFN's one rank's at once (a V4.1-Flash layer at TP 4: ~2 GB,\n"
+          "not ~8). --launch ffn runs the FFN launch alone on generated wo_b parts.\n"
+          "--experts/--topk shrink the routed experts (full dims with fewer experts; with --ckpt the first E\n"
+          "of the checkpoint's experts and the gate's and bias's first E rows); the line printed, any refusal\n"
+          "and every file's metadata (\"reduced\") then say the run is reduced.\n");
 }
 
+/* a reduced run's note, on every line ref prints (empty for a full run) */
+static char ref_note[64];
+
 static int fail(const char *what) {
-  fprintf(stderr, "hsa-mono-check ref: %s: %s\n", what, hm_errmsg());
+  fprintf(stderr, "hsa-mono-check ref: %s: %s%s\n", what, hm_errmsg(), ref_note);
   return CLI_EXIT_NOT_RUN;
 }
 
@@ -76,14 +83,15 @@ static int cmd_ref(int argc, char **argv) {
   const char *model = NULL, *out = NULL, *launch = "layer", *ckpt = NULL;
   long layer = -1, rows = 0, tp = 0, experts = 0, topk = 0, context = 300, reqs = 1;
   unsigned long long seed = 0;
-  int have_seed = 0;
+  int have_seed = 0, dump_weights = 0;
   static const struct option opts[] = {{"config", required_argument, 0, 'c'},  {"layer", required_argument, 0, 'l'},
                                        {"rows", required_argument, 0, 'r'},    {"tp", required_argument, 0, 't'},
                                        {"seed", required_argument, 0, 's'},    {"out", required_argument, 0, 'o'},
                                        {"launch", required_argument, 0, 'L'},  {"experts", required_argument, 0, 'e'},
                                        {"topk", required_argument, 0, 'k'},    {"ckpt", required_argument, 0, 'C'},
                                        {"context", required_argument, 0, 'x'}, {"reqs", required_argument, 0, 'q'},
-                                       {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+                                       {"dump-weights", no_argument, 0, 'W'},  {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
   static const long tps[] = {1, 2, 4};
   static const char *const launches[] = {"layer", "ffn", NULL};
   cli c = {.prog = "hsa-mono-check ref", .usage = usage};
@@ -103,6 +111,7 @@ static int cmd_ref(int argc, char **argv) {
       case 'C': ckpt = optarg; break;
       case 'x': cli_long(&c, 0, LAUNCH_TOOL_SLOTS - 1, &context); break;
       case 'q': cli_long(&c, 1, HM_MAX_ROWS, &reqs); break;
+      case 'W': dump_weights = 1; break;
       case 'h': usage(stdout); return 0;
     }
   }
@@ -114,7 +123,16 @@ static int cmd_ref(int argc, char **argv) {
   if (launch_tool_step_shape(&c, rows, reqs, context, 0)) return CLI_EXIT_MISUSE;
   hm_layer_config cfg;
   bool reduced;
-  if (ffn_tool_layer(model, layer, experts, topk, &cfg, &reduced) != HM_OK) return cli_refuse(&c, "%s", hm_errmsg());
+  hm_layer_config named;
+  if (ffn_tool_layer(model, layer, experts, topk, &cfg, &reduced) != HM_OK ||
+      hm_config_by_name(model, (int32_t)layer, &named) != HM_OK)
+    return cli_refuse(&c, "%s", hm_errmsg());
+  ref_note[0] = 0;
+  if (reduced && cfg.topk != named.topk)
+    snprintf(ref_note, sizeof ref_note, "  [REDUCED: %u of %u experts, top-%u of %u]", cfg.experts, named.experts,
+             cfg.topk, named.topk);
+  else if (reduced)
+    snprintf(ref_note, sizeof ref_note, "  [REDUCED: %u of %u experts]", cfg.experts, named.experts);
   hm_rank_dims dims;
   if (hm_rank_dims_for(&cfg, (uint32_t)tp, &dims) != HM_OK) return cli_refuse(&c, "%s", hm_errmsg());
   if (mkdir(out, 0777) != 0 && errno != EEXIST) {
@@ -137,20 +155,15 @@ static int cmd_ref(int argc, char **argv) {
   } else {
     src = hm_gen_source(&gen);
   }
-  hm_layer_weights w[HM_LAYER_MAX_TP];
   uint32_t parts = ffn ? HM_WPART_FFN : 0;
-  hm_build_opts bo = {parts, (uint32_t)(context + rows + 64)};
+  /* a checkpoint holds the named layer's experts; a reduced run reads the first cfg.experts */
+  hm_build_opts bo = {.parts = parts, .rope_positions = (uint32_t)(context + rows + 64),
+                      .source_experts = ckpt ? named.experts : 0};
   hm_gen_step step;
   int rc = CLI_EXIT_NOT_RUN;
-  uint32_t built = 0;
   hm_tensor_set inputs, trace;
   hm_tset_init(&inputs);
   hm_tset_init(&trace);
-  for (; built < (uint32_t)tp; built++)
-    if (hm_weights_build(&cfg, (uint32_t)tp, built, &src, &bo, &w[built]) != HM_OK) {
-      fail("weights");
-      goto done_w;
-    }
   if (hm_gen_step_make(&cfg, (uint32_t)rows, (uint32_t)reqs, (uint32_t)context, seed, &step) != HM_OK) {
     fail("step inputs");
     goto done_w;
@@ -176,8 +189,8 @@ static int cmd_ref(int argc, char **argv) {
       }
       hm_gen_normal(seed, n, (uint64_t)rows * cfg.hidden, 0.0f, 0.5f, true, p[r]);
     }
-    st = hm_ref_ffn_launch(w, (uint32_t)tp, (uint32_t)rows, (const float *const *)p, step.res, step.post, step.comb,
-                           step.pre, &trace);
+    st = hm_ref_ffn_launch_source(&cfg, (uint32_t)tp, &src, &bo, (uint32_t)rows, (const float *const *)p, step.res,
+                                  step.post, step.comb, step.pre, &trace);
   } else {
     hm_select_state *sel = NULL;
     if (hm_select_state_new(&sel) != HM_OK || hm_gen_step_seed_select(&step, &cfg, sel, seed) != HM_OK) {
@@ -185,7 +198,7 @@ static int cmd_ref(int argc, char **argv) {
       fail("select state");
       goto done;
     }
-    st = hm_ref_layer_step(w, (uint32_t)tp, &step.in, NULL, sel, &trace);
+    st = hm_ref_layer_step_source(&cfg, (uint32_t)tp, &src, &bo, &step.in, NULL, sel, &trace);
     hm_select_state_free(sel);
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
@@ -194,24 +207,33 @@ static int cmd_ref(int argc, char **argv) {
     goto done;
   }
   /* the files, every one carrying the run's parameters */
-  char lbuf[24], rbuf[24], tbuf[24], sbuf[32], ebuf[16];
+  char lbuf[24], rbuf[24], tbuf[24], sbuf[32], ebuf[16], redbuf[48];
   snprintf(lbuf, sizeof lbuf, "%ld", layer);
   snprintf(rbuf, sizeof rbuf, "%ld", rows);
   snprintf(tbuf, sizeof tbuf, "%ld", tp);
   snprintf(sbuf, sizeof sbuf, "%llu", seed);
   snprintf(ebuf, sizeof ebuf, "%u", cfg.experts);
-  const char *mk[] = {"model", "layer", "rows", "tp", "seed", "launch", "experts", "weights"};
-  const char *mv[] = {model, lbuf, rbuf, tbuf, sbuf, launch, ebuf, ckpt ? ckpt : "generator"};
-  const uint32_t nm = sizeof mk / sizeof *mk;
+  snprintf(redbuf, sizeof redbuf, "%u of %u experts", cfg.experts, named.experts);
+  const char *mk[] = {"model", "layer", "rows", "tp", "seed", "launch", "experts", "weights", "reduced"};
+  const char *mv[] = {model, lbuf, rbuf, tbuf, sbuf, launch, ebuf, ckpt ? ckpt : "generator", redbuf};
+  const uint32_t nm = sizeof mk / sizeof *mk - !reduced; /* "reduced" only on a reduced run */
   char path[4096];
   snprintf(path, sizeof path, "%s/inputs.safetensors", out);
   if (hm_st_write(path, &inputs, mk, mv, nm) != HM_OK) {
     fail("write");
     goto done;
   }
-  for (uint32_t r = 0; r < (uint32_t)tp; r++) {
+  /* asked for: every rank's weights, built and written a rank at a time */
+  for (uint32_t r = 0; dump_weights && r < (uint32_t)tp; r++) {
+    hm_layer_weights w;
+    if (hm_weights_build(&cfg, (uint32_t)tp, r, &src, &bo, &w) != HM_OK) {
+      fail("weights");
+      goto done;
+    }
     snprintf(path, sizeof path, "%s/weights.rank%u.safetensors", out, r);
-    if (hm_st_write(path, &w[r].set, mk, mv, nm) != HM_OK) {
+    hm_status ws = hm_st_write(path, &w.set, mk, mv, nm);
+    hm_weights_free(&w);
+    if (ws != HM_OK) {
       fail("write");
       goto done;
     }
@@ -222,16 +244,15 @@ static int cmd_ref(int argc, char **argv) {
     goto done;
   }
   printf("hsa-mono-check ref: %s layer %ld (%s launch), %ld rows, TP%ld, seed %llu: %u stage files, %u tensors, "
-         "reference %.2f s -> %s\n",
+         "reference %.2f s (weights built a rank at a time) -> %s%s\n",
          model, layer, launch, rows, tp, seed, files, trace.count,
-         (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec), out);
+         (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec), out, ref_note);
   rc = 0;
 done:
   hm_gen_step_free(&step);
 done_w:
   hm_tset_free(&inputs);
   hm_tset_free(&trace);
-  for (uint32_t r = 0; r < built; r++) hm_weights_free(&w[r]);
   hm_gen_free(&gen);
   hm_ckpt_close(ck);
   return rc;

@@ -287,6 +287,15 @@ hm_status hm_ref_engram(const hm_layer_weights *w, uint32_t S, const hm_source *
 hm_status hm_ref_layer_step(const hm_layer_weights *w, uint32_t tp, const hm_step_inputs *in, hm_select_fn select,
                             void *select_ctx, hm_tensor_set *trace);
 
+/* hm_ref_layer_step with the weights built from src (hm_weights_build of cfg, tp, opts; its parts
+ * ignored) a rank at a time, as a machine that holds one rank's experts can afford: every rank's
+ * attention weights (tens of MB at V4.1-Flash) are held for the step; each rank's FFN weights
+ * (its routed experts: ~2 GB at V4.1-Flash TP4) are built, used and freed before the next rank's.
+ * The trace is hm_ref_layer_step's on the same weights, bit for bit. */
+hm_status hm_ref_layer_step_source(const hm_layer_config *cfg, uint32_t tp, const hm_source *src,
+                                   const hm_build_opts *opts, const hm_step_inputs *in, hm_select_fn select,
+                                   void *select_ctx, hm_tensor_set *trace);
+
 /* ---------------------------------------------------------------- K1 (§2.1) */
 
 /* K1's inputs: x [S,D] (NULL: a settled residual, the identity seam), res [S,4,D], the previous
@@ -317,6 +326,13 @@ hm_status hm_ref_k1(const hm_layer_weights *w, uint32_t tp, const hm_ref_k1_in *
 hm_status hm_ref_ffn_launch(const hm_layer_weights *w, uint32_t tp, uint32_t S, const float *const *parts,
                             const float *res_mid, const float *post_a, const float *comb_a, const float *pre_a,
                             hm_tensor_set *trace);
+
+/* hm_ref_ffn_launch with each rank's FFN weights built from src (hm_weights_build of cfg, tp,
+ * opts; its parts ignored), used and freed before the next rank's (hm_ref_layer_step_source). */
+hm_status hm_ref_ffn_launch_source(const hm_layer_config *cfg, uint32_t tp, const hm_source *src,
+                                   const hm_build_opts *opts, uint32_t S, const float *const *parts,
+                                   const float *res_mid, const float *post_a, const float *comb_a, const float *pre_a,
+                                   hm_tensor_set *trace);
 
 /* The MoE of one step on the FFN seam's normed rows, every rank (§2.4, §2.7 steps 9-11): from
  * `normed` [S,D] to out.x. Trace names as above (without ffn.* and out.res etc.). */

@@ -62,4 +62,23 @@ int32_t *hm_trace_i32(hm_tensor_set *s, const char *name, uint64_t d0, uint64_t 
 /* a weight's data with its dtype and element count checked; NULL (failure recorded) otherwise */
 const void *hm_wdata(const hm_layer_weights *w, const char *name, hm_dtype dt, uint64_t numel);
 
+/* A TP group's FFN weights, a rank at a time: the caller's (held[tp]) or built from a source on
+ * demand, the rank before freed first, so a group step holds one rank's experts at once. */
+typedef struct ref_ranks {
+  const hm_layer_weights *held; /* w[tp], or NULL: built from src */
+  const hm_layer_config *cfg;
+  const hm_source *src;
+  hm_build_opts opts; /* parts: HM_WPART_FFN */
+  uint32_t tp;
+  hm_layer_weights cur;
+  int32_t cur_rank; /* the rank in cur, -1: none */
+} ref_ranks;
+/* rank r's FFN weights (valid until the next get or the release) */
+hm_status ref_ranks_get(ref_ranks *k, uint32_t r, const hm_layer_weights **out);
+void ref_ranks_release(ref_ranks *k);
+
+/* The FFN launch on k's ranks (hm_ref_ffn_launch; the trace truncated to where it was on failure). */
+hm_status hm_ref_ffn_launch_ranks(ref_ranks *k, uint32_t S, const float *const *parts, const float *res_mid,
+                                  const float *post_a, const float *comb_a, const float *pre_a, hm_tensor_set *trace);
+
 #endif /* HM_REF_INTERNAL_H */

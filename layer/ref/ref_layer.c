@@ -185,13 +185,16 @@ hm_status hm_ref_k1(const hm_layer_weights *w, uint32_t tp, const hm_ref_k1_in *
 
 /* ---------------------------------------------------------------- the step */
 
-static hm_status step(const hm_layer_weights *w, uint32_t tp, const hm_step_inputs *in, hm_select_fn select,
-                      void *select_ctx, hm_tensor_set *tr) {
+/* w: every rank's attention weights (rank 0's with the layer's Engram and select parts); ffn: the
+ * ranks' FFN weights, held or built a rank at a time */
+static hm_status step(const hm_layer_weights *w, uint32_t tp, ref_ranks *ffn, const hm_step_inputs *in,
+                      hm_select_fn select, void *select_ctx, hm_tensor_set *tr) {
   const hm_layer_config *c = &w[0].cfg;
   const uint32_t S = in->S, D = c->hidden;
   hm_status st = HM_OK;
   for (uint32_t r = 0; r < tp; r++)
-    if (w[r].rank != r || w[r].dims.tp != tp || !(w[r].parts & HM_WPART_ATTN) || !(w[r].parts & HM_WPART_FFN))
+    if (w[r].rank != r || w[r].dims.tp != tp || !(w[r].parts & HM_WPART_ATTN) ||
+        (ffn->held && !(w[r].parts & HM_WPART_FFN)))
       return hm_fail(HM_ERR_INVALID_ARG, "layer step: weights %u are not rank %u of %u with attention and FFN", r, r, tp);
   if (S < 1 || S > HM_MAX_ROWS) return hm_fail(HM_ERR_INVALID_ARG, "layer step: %u rows (1..%d)", S, HM_MAX_ROWS);
   bool first = hm_config_has(c, HM_ROLE_FIRST) || !in->res, engram = hm_config_has(c, HM_ROLE_ENGRAM);
@@ -290,9 +293,9 @@ static hm_status step(const hm_layer_weights *w, uint32_t tp, const hm_step_inpu
   }
 
   /* ---- K2's FFN half: the reduce of the parts, the FFN seam on K1's outputs, the MoE */
-  return hm_ref_ffn_launch(w, tp, S, (const float *const *)parts, hm_tset_find(tr, "k1.seam.res")->data,
-                           hm_tset_find(tr, "k1.seam.post")->data, hm_tset_find(tr, "k1.seam.comb")->data,
-                           hm_tset_find(tr, "k1.seam.pre")->data, tr);
+  return hm_ref_ffn_launch_ranks(ffn, S, (const float *const *)parts, hm_tset_find(tr, "k1.seam.res")->data,
+                                 hm_tset_find(tr, "k1.seam.post")->data, hm_tset_find(tr, "k1.seam.comb")->data,
+                                 hm_tset_find(tr, "k1.seam.pre")->data, tr);
 fail:
   return hm_fail_prefix(HM_ERR_INVALID_ARG, "layer step trace");
 }
@@ -301,7 +304,36 @@ hm_status hm_ref_layer_step(const hm_layer_weights *w, uint32_t tp, const hm_ste
                             void *select_ctx, hm_tensor_set *trace) {
   if (!w || !in || !trace || tp < 1 || tp > HM_LAYER_MAX_TP) return hm_fail(HM_ERR_INVALID_ARG, "hm_ref_layer_step: bad argument");
   uint32_t n0 = trace->count;
-  hm_status st = step(w, tp, in, select, select_ctx, trace);
+  ref_ranks k = {.held = w, .tp = tp, .cur_rank = -1};
+  hm_status st = step(w, tp, &k, in, select, select_ctx, trace);
   if (st != HM_OK) hm_tset_truncate(trace, n0);
   return st;
 }
+
+hm_status hm_ref_layer_step_source(const hm_layer_config *cfg, uint32_t tp, const hm_source *src,
+                                   const hm_build_opts *opts, const hm_step_inputs *in, hm_select_fn select,
+                                   void *select_ctx, hm_tensor_set *trace) {
+  if (!cfg || !src || !in || !trace || tp < 1 || tp > HM_LAYER_MAX_TP)
+    return hm_fail(HM_ERR_INVALID_ARG, "hm_ref_layer_step_source: bad argument");
+  /* the attention half's weights, every rank's (rank 0's with the Engram and select parts); the
+   * FFN's a rank at a time */
+  hm_layer_weights w[HM_LAYER_MAX_TP];
+  hm_build_opts o = opts ? *opts : (hm_build_opts){0};
+  ref_ranks k = {.cfg = cfg, .src = src, .opts = o, .tp = tp, .cur_rank = -1};
+  k.opts.parts = HM_WPART_FFN;
+  uint32_t built = 0, n0 = trace->count;
+  hm_status st = HM_OK;
+  for (; built < tp && st == HM_OK; built++) {
+    o.parts = HM_WPART_ATTN;
+    if (built == 0 && (hm_config_has(cfg, HM_ROLE_KV_SOURCE) || hm_config_has(cfg, HM_ROLE_INDEX_SOURCE)))
+      o.parts |= HM_WPART_SELECT;
+    if (built == 0 && hm_config_has(cfg, HM_ROLE_ENGRAM)) o.parts |= HM_WPART_ENGRAM;
+    if ((st = hm_weights_build(cfg, tp, built, src, &o, &w[built])) != HM_OK) break;
+  }
+  if (st == HM_OK) st = step(w, tp, &k, in, select, select_ctx, trace);
+  if (st != HM_OK) hm_tset_truncate(trace, n0);
+  ref_ranks_release(&k);
+  for (uint32_t r = 0; r < built; r++) hm_weights_free(&w[r]);
+  return st;
+}
+

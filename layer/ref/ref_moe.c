@@ -273,17 +273,46 @@ void hm_ref_moe_combine(uint32_t S, uint32_t D, uint32_t k, const float *contrib
 
 /* ---------------------------------------------------------------- whole MoE / FFN launch */
 
-static hm_status check_group(const hm_layer_weights *w, uint32_t tp, uint32_t S) {
-  if (!w) return hm_fail(HM_ERR_INVALID_ARG, "reference: NULL weights");
+hm_status ref_ranks_get(ref_ranks *k, uint32_t r, const hm_layer_weights **out) {
+  if (k->held) {
+    *out = &k->held[r];
+    return HM_OK;
+  }
+  if (k->cur_rank != (int32_t)r) {
+    ref_ranks_release(k); /* the rank before goes first: one rank's experts at a time */
+    hm_status st = hm_weights_build(k->cfg, k->tp, r, k->src, &k->opts, &k->cur);
+    if (st != HM_OK) return st;
+    k->cur_rank = (int32_t)r;
+  }
+  *out = &k->cur;
+  return HM_OK;
+}
+
+void ref_ranks_release(ref_ranks *k) {
+  if (k->cur_rank >= 0) hm_weights_free(&k->cur);
+  k->cur_rank = -1;
+}
+
+static hm_status check_rank(const hm_layer_weights *w, const hm_layer_weights *w0, uint32_t r, uint32_t tp) {
+  if (w->rank != r || w->dims.tp != tp)
+    return hm_fail(HM_ERR_INVALID_ARG, "reference: weights %u are rank %u of tp %u, not %u of %u", r, w->rank,
+                   w->dims.tp, r, tp);
+  if (!(w->parts & HM_WPART_FFN)) return hm_fail(HM_ERR_INVALID_ARG, "reference: rank %u has no FFN weights", r);
+  if (w->cfg.layer != w0->cfg.layer || w->cfg.experts != w0->cfg.experts)
+    return hm_fail(HM_ERR_INVALID_ARG, "reference: ranks hold different layers");
+  return HM_OK;
+}
+
+/* the group's shape; the caller's ranks checked whole before anything is computed (built ones are
+ * checked as they come) */
+static hm_status check_group(const ref_ranks *k, uint32_t S) {
+  if (!k->held && !k->src) return hm_fail(HM_ERR_INVALID_ARG, "reference: NULL weights");
+  const uint32_t tp = k->tp;
   if (tp < 1 || tp > HM_LAYER_MAX_TP) return hm_fail(HM_ERR_INVALID_ARG, "reference: %u ranks (1..%d)", tp, HM_LAYER_MAX_TP);
   if (S < 1 || S > HM_TBLOCK / 4) return hm_fail(HM_ERR_INVALID_ARG, "reference: %u rows (1..%d)", S, HM_TBLOCK / 4);
-  for (uint32_t r = 0; r < tp; r++) {
-    if (w[r].rank != r || w[r].dims.tp != tp)
-      return hm_fail(HM_ERR_INVALID_ARG, "reference: weights %u are rank %u of tp %u, not %u of %u", r, w[r].rank,
-                     w[r].dims.tp, r, tp);
-    if (!(w[r].parts & HM_WPART_FFN)) return hm_fail(HM_ERR_INVALID_ARG, "reference: rank %u has no FFN weights", r);
-    if (w[r].cfg.layer != w[0].cfg.layer || w[r].cfg.experts != w[0].cfg.experts)
-      return hm_fail(HM_ERR_INVALID_ARG, "reference: ranks hold different layers");
+  for (uint32_t r = 0; k->held && r < tp; r++) {
+    hm_status st = check_rank(&k->held[r], &k->held[0], r, tp);
+    if (st != HM_OK) return st;
   }
   return HM_OK;
 }
@@ -293,12 +322,15 @@ static hm_status check_group(const hm_layer_weights *w, uint32_t tp, uint32_t S)
     if (!(x)) goto fail;        \
   } while (0)
 
-static hm_status moe(const hm_layer_weights *w, uint32_t tp, uint32_t S, const float *normed, hm_tensor_set *trace) {
-  hm_status st = check_group(w, tp, S);
+static hm_status moe(ref_ranks *k, uint32_t S, const float *normed, hm_tensor_set *trace) {
+  hm_status st = check_group(k, S);
   if (st != HM_OK) return st;
   if (!normed || !trace) return hm_fail(HM_ERR_INVALID_ARG, "hm_ref_moe: null argument");
-  const hm_layer_config *c = &w[0].cfg;
-  const uint32_t D = c->hidden, E = c->experts, k = c->topk;
+  const uint32_t tp = k->tp;
+  const hm_layer_weights *w0;
+  if ((st = ref_ranks_get(k, 0, &w0)) != HM_OK || (st = check_rank(w0, w0, 0, tp)) != HM_OK) return st;
+  const hm_layer_config c = w0->cfg; /* a copy: w0 goes when rank 1 is built */
+  const uint32_t D = c.hidden, E = c.experts, kk = c.topk;
   char n[64];
   /* xq (§2.4): rule A for the routed experts, rule V for the shared expert */
   uint8_t *x8r, *x8rs, *x8, *x8s;
@@ -310,17 +342,20 @@ static hm_status moe(const hm_layer_weights *w, uint32_t tp, uint32_t S, const f
   TRY(x8s = hm_trace_u8(trace, "moe.x8_s", HM_DT_E8M0, S, D / 32, 0));
   hm_ref_mx8_quant(normed, S, D, 32, FMT_RULE_A, x8r, x8rs);
   hm_ref_mx8_quant(normed, S, D, 32, FMT_RULE_V, x8, x8s);
-  const uint16_t *gate_w = hm_wdata(&w[0], "gate_w", HM_DT_BF16, (uint64_t)E * D);
-  const float *bias = hm_wdata(&w[0], "bias", HM_DT_F32, E);
+  const uint16_t *gate_w = hm_wdata(w0, "gate_w", HM_DT_BF16, (uint64_t)E * D);
+  const float *bias = hm_wdata(w0, "bias", HM_DT_F32, E);
   if (!gate_w || !bias) return hm_fail_prefix(HM_ERR_INVALID_ARG, "router");
   TRY(logits = hm_trace_f32(trace, "router.logits", S, E, 0));
   TRY(scores = hm_trace_f32(trace, "router.scores", S, E, 0));
-  TRY(ids = hm_trace_i32(trace, "router.ids", S, k));
-  TRY(rw = hm_trace_f32(trace, "router.weights", S, k, 0));
+  TRY(ids = hm_trace_i32(trace, "router.ids", S, kk));
+  TRY(rw = hm_trace_f32(trace, "router.weights", S, kk, 0));
   if ((st = hm_ref_router_logits(S, D, E, gate_w, normed, logits)) != HM_OK) return st;
-  if ((st = hm_ref_route(S, E, k, c->route_scale, logits, bias, ids, rw, scores)) != HM_OK) return st;
+  if ((st = hm_ref_route(S, E, kk, c.route_scale, logits, bias, ids, rw, scores)) != HM_OK) return st;
   for (uint32_t r = 0; r < tp; r++) {
-    const hm_layer_weights *wr = &w[r];
+    const hm_layer_weights *wr;
+    if ((st = ref_ranks_get(k, r, &wr)) != HM_OK) return st;
+    if (wr->cfg.layer != c.layer || wr->cfg.experts != c.experts || (st = check_rank(wr, wr, r, tp)) != HM_OK)
+      return st != HM_OK ? st : hm_fail(HM_ERR_INVALID_ARG, "reference: ranks hold different layers");
     const uint32_t Sh = wr->dims.shared_inter, I = wr->dims.inter_pad;
     float *g, *u, *smid, *shared, *mid, *contrib, *routed;
     uint8_t *smq, *smc, *midq, *midc;
@@ -332,14 +367,14 @@ static hm_status moe(const hm_layer_weights *w, uint32_t tp, uint32_t S, const f
     TRY(smc = hm_trace_u8(trace, NAME("shared.smc"), HM_DT_E8M0, S, Sh / 32, 0));
     TRY(shared = hm_trace_f32(trace, NAME("shared.out"), S, D, 0));
     if ((st = hm_ref_shared_expert(wr, S, x8, x8s, g, u, smid, smq, smc, shared)) != HM_OK) return st;
-    TRY(mid = hm_trace_f32(trace, NAME("routed.mid"), S, k, I));
-    TRY(midq = hm_trace_u8(trace, NAME("routed.midq"), HM_DT_E4M3, S, k, I));
-    TRY(midc = hm_trace_u8(trace, NAME("routed.midc"), HM_DT_E8M0, S, k, I / 32));
-    TRY(contrib = hm_trace_f32(trace, NAME("routed.contrib"), S, k, D));
+    TRY(mid = hm_trace_f32(trace, NAME("routed.mid"), S, kk, I));
+    TRY(midq = hm_trace_u8(trace, NAME("routed.midq"), HM_DT_E4M3, S, kk, I));
+    TRY(midc = hm_trace_u8(trace, NAME("routed.midc"), HM_DT_E8M0, S, kk, I / 32));
+    TRY(contrib = hm_trace_f32(trace, NAME("routed.contrib"), S, kk, D));
     if ((st = hm_ref_routed_experts(wr, S, x8r, x8rs, ids, mid, midq, midc, contrib)) != HM_OK) return st;
     TRY(routed = hm_trace_f32(trace, NAME("routed.sum"), S, D, 0));
     TRY(parts[r] = hm_trace_f32(trace, NAME("partial"), S, D, 0));
-    hm_ref_moe_combine(S, D, k, contrib, rw, shared, routed, parts[r]);
+    hm_ref_moe_combine(S, D, kk, contrib, rw, shared, routed, parts[r]);
 #undef NAME
   }
   TRY(out = hm_trace_f32(trace, "out.x", S, D, 0));
@@ -349,28 +384,36 @@ fail:
   return hm_fail_prefix(HM_ERR_INVALID_ARG, "MoE trace");
 }
 
+static ref_ranks held_ranks(const hm_layer_weights *w, uint32_t tp) {
+  ref_ranks k = {.held = w, .tp = tp, .cur_rank = -1};
+  return k;
+}
+
 hm_status hm_ref_moe(const hm_layer_weights *w, uint32_t tp, uint32_t S, const float *normed, hm_tensor_set *trace) {
   uint32_t n0 = trace ? trace->count : 0;
-  hm_status st = moe(w, tp, S, normed, trace);
+  ref_ranks k = held_ranks(w, tp);
+  hm_status st = moe(&k, S, normed, trace);
   if (st != HM_OK && trace) hm_tset_truncate(trace, n0);
   return st;
 }
 
-static hm_status ffn_launch(const hm_layer_weights *w, uint32_t tp, uint32_t S, const float *const *parts,
-                            const float *res_mid, const float *post_a, const float *comb_a, const float *pre_a,
-                            hm_tensor_set *trace) {
-  hm_status st = check_group(w, tp, S);
+static hm_status ffn_launch(ref_ranks *k, uint32_t S, const float *const *parts, const float *res_mid,
+                            const float *post_a, const float *comb_a, const float *pre_a, hm_tensor_set *trace) {
+  hm_status st = check_group(k, S);
   if (st != HM_OK) return st;
+  const uint32_t tp = k->tp;
   if (!parts || !res_mid || !post_a || !comb_a || !pre_a || !trace)
     return hm_fail(HM_ERR_INVALID_ARG, "hm_ref_ffn_launch: null argument");
   for (uint32_t r = 0; r < tp; r++)
     if (!parts[r]) return hm_fail(HM_ERR_INVALID_ARG, "hm_ref_ffn_launch: no part from rank %u", r);
-  const hm_layer_config *c = &w[0].cfg;
+  const hm_layer_weights *w0;
+  if ((st = ref_ranks_get(k, 0, &w0)) != HM_OK || (st = check_rank(w0, w0, 0, tp)) != HM_OK) return st;
+  const hm_layer_config *c = &w0->cfg;
   const uint32_t D = c->hidden;
-  const float *fn = hm_wdata(&w[0], "hc_ffn_fn", HM_DT_F32, (uint64_t)HM_MIX * HM_HC * D);
-  const float *scale = hm_wdata(&w[0], "hc_ffn_scale", HM_DT_F32, 3);
-  const float *base = hm_wdata(&w[0], "hc_ffn_base", HM_DT_F32, HM_MIX);
-  const uint16_t *norm = hm_wdata(&w[0], "ffn_norm", HM_DT_BF16, D);
+  const float *fn = hm_wdata(w0, "hc_ffn_fn", HM_DT_F32, (uint64_t)HM_MIX * HM_HC * D);
+  const float *scale = hm_wdata(w0, "hc_ffn_scale", HM_DT_F32, 3);
+  const float *base = hm_wdata(w0, "hc_ffn_base", HM_DT_F32, HM_MIX);
+  const uint16_t *norm = hm_wdata(w0, "ffn_norm", HM_DT_BF16, D);
   if (!fn || !scale || !base || !norm) return hm_fail_prefix(HM_ERR_INVALID_ARG, "FFN seam");
   float *a;
   hm_ref_seam_out so;
@@ -387,7 +430,7 @@ static hm_status ffn_launch(const hm_layer_weights *w, uint32_t tp, uint32_t S, 
   TRY(so.normed = hm_trace_f32(trace, "ffn.seam.normed", S, D, 0));
   /* §2.3: slice with res_in = res_mid, post/comb = the attention seam's, collapse with its pre */
   if ((st = hm_ref_seam(c, S, a, res_mid, post_a, comb_a, pre_a, fn, scale, base, norm, &so)) != HM_OK) return st;
-  if ((st = moe(w, tp, S, so.normed, trace)) != HM_OK) return st;
+  if ((st = moe(k, S, so.normed, trace)) != HM_OK) return st;
   /* the layer's outputs besides out.x: this seam's stream and mixes (the next layer's inputs) */
   float *o;
   TRY(o = hm_trace_f32(trace, "out.res", S, HM_HC, D));
@@ -403,11 +446,30 @@ fail:
   return hm_fail_prefix(HM_ERR_INVALID_ARG, "FFN trace");
 }
 
+hm_status hm_ref_ffn_launch_ranks(ref_ranks *k, uint32_t S, const float *const *parts, const float *res_mid,
+                                  const float *post_a, const float *comb_a, const float *pre_a, hm_tensor_set *trace) {
+  uint32_t n0 = trace ? trace->count : 0;
+  hm_status st = ffn_launch(k, S, parts, res_mid, post_a, comb_a, pre_a, trace);
+  if (st != HM_OK && trace) hm_tset_truncate(trace, n0);
+  return st;
+}
+
 hm_status hm_ref_ffn_launch(const hm_layer_weights *w, uint32_t tp, uint32_t S, const float *const *parts,
                             const float *res_mid, const float *post_a, const float *comb_a, const float *pre_a,
                             hm_tensor_set *trace) {
-  uint32_t n0 = trace ? trace->count : 0;
-  hm_status st = ffn_launch(w, tp, S, parts, res_mid, post_a, comb_a, pre_a, trace);
-  if (st != HM_OK && trace) hm_tset_truncate(trace, n0);
+  ref_ranks k = held_ranks(w, tp);
+  return hm_ref_ffn_launch_ranks(&k, S, parts, res_mid, post_a, comb_a, pre_a, trace);
+}
+
+hm_status hm_ref_ffn_launch_source(const hm_layer_config *cfg, uint32_t tp, const hm_source *src,
+                                   const hm_build_opts *opts, uint32_t S, const float *const *parts,
+                                   const float *res_mid, const float *post_a, const float *comb_a, const float *pre_a,
+                                   hm_tensor_set *trace) {
+  if (!cfg || !src) return hm_fail(HM_ERR_INVALID_ARG, "hm_ref_ffn_launch_source: null argument");
+  ref_ranks k = {.cfg = cfg, .src = src, .tp = tp, .cur_rank = -1};
+  if (opts) k.opts = *opts;
+  k.opts.parts = HM_WPART_FFN;
+  hm_status st = hm_ref_ffn_launch_ranks(&k, S, parts, res_mid, post_a, comb_a, pre_a, trace);
+  ref_ranks_release(&k);
   return st;
 }

@@ -132,7 +132,7 @@ static inline bool hm_config_is_draft(const hm_layer_config *c) { return hm_conf
 uint32_t hm_attn_chunk_keys(uint32_t tp, uint32_t rows, bool gfx942);
 
 /* The layer's checkpoint tensor prefix: "layers.L." for the backbone, "mtp.(L-40)." for the
- * draft layers (docs/decisions.md "Reference"). */
+ * draft layers, as the released checkpoint stores them (docs/checkpoint.md). */
 void hm_config_prefix(const hm_layer_config *cfg, char *buf, uint32_t size);
 
 #ifdef __cplusplus

@@ -14,8 +14,10 @@ extern "C" {
 #endif
 
 /* One file, mapped read-only. Every entry's dtype, shape and offsets are checked at open
- * (offsets inside the data, size = numel * element size); a dtype the layer does not read
- * ("F16", "BOOL", ...) is kept and refused only when that tensor is asked for. */
+ * (offsets inside the data, the data indexed exactly once, no name twice, size = numel * element
+ * size where the dtype's size is known); a dtype the layer does not read ("F16", "BOOL", "F4",
+ * any other string) is listed and refused, naming the tensor and its dtype, only when that
+ * tensor is asked for. */
 typedef struct hm_st_file hm_st_file;
 hm_status hm_st_open(const char *path, hm_st_file **out);
 void hm_st_close(hm_st_file *f);

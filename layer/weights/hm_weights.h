@@ -78,6 +78,10 @@ void hm_gen_normal(uint64_t seed, const char *stream, uint64_t n, float mean, fl
 typedef struct hm_build_opts {
   uint32_t parts;          /* HM_WPART_* (0: what the layer has) */
   uint32_t rope_positions; /* rows of cos_sin (0: 4096) */
+  /* The routed experts the source holds (0: cfg->experts). More than cfg->experts builds a reduced
+   * layer from a full checkpoint: experts 0..E-1 and the first E rows of the gate and its bias
+   * (E = cfg->experts); the source's gate must hold exactly this many rows. */
+  uint32_t source_experts;
 } hm_build_opts;
 
 typedef struct hm_layer_weights {

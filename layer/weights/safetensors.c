@@ -19,7 +19,7 @@
 
 typedef struct st_entry {
   char *name;
-  char dtype_name[16];
+  const char *dtype_name; /* the header's own string (in root) */
   hm_dtype dt; /* HM_DT_COUNT: not a dtype the layer reads */
   uint32_t ndim;
   uint64_t shape[HM_TENSOR_MAXDIM];
@@ -67,10 +67,11 @@ static hm_status parse_entry(hm_st_file *f, const char *name, json_object *v, ui
       !json_object_is_type(dt, json_type_string) || !json_object_is_type(sh, json_type_array) ||
       !json_object_is_type(off, json_type_array) || json_object_array_length(off) != 2)
     return hm_fail(HM_ERR_FORMAT, "%s: entry '%s' lacks dtype, shape or data_offsets", f->path, name);
+  /* a dtype with no size here (safetensors' newer 'F4', a future one) is listed, not refused: its
+   * offsets are checked like any other's, only its byte count cannot be (es 0) */
   const char *d = json_object_get_string(dt);
   size_t es = st_elem_size(d);
-  if (!es || strlen(d) >= sizeof e->dtype_name) return hm_fail(HM_ERR_FORMAT, "%s: '%s' has dtype '%s'", f->path, name, d);
-  strcpy(e->dtype_name, d);
+  e->dtype_name = d;
   if (hm_dtype_from_st_name(d, &e->dt) != HM_OK) e->dt = HM_DT_COUNT;
   size_t nd = json_object_array_length(sh);
   if (nd > HM_TENSOR_MAXDIM) return hm_fail(HM_ERR_FORMAT, "%s: '%s' has %zu dimensions", f->path, name, nd);
@@ -92,7 +93,7 @@ static hm_status parse_entry(hm_st_file *f, const char *name, json_object *v, ui
   e->begin = (uint64_t)json_object_get_int64(b);
   e->end = (uint64_t)json_object_get_int64(en);
   if (e->end > data_size) return hm_fail(HM_ERR_FORMAT, "%s: '%s' ends past the file", f->path, name);
-  if (e->end - e->begin != numel * es)
+  if (es && e->end - e->begin != numel * es)
     return hm_fail(HM_ERR_FORMAT, "%s: '%s' holds %llu bytes for %llu elements of %s", f->path, name,
                    (unsigned long long)(e->end - e->begin), (unsigned long long)numel, d);
   e->name = strdup(name);
@@ -275,6 +276,12 @@ fail:
 uint32_t hm_st_count(const hm_st_file *f) { return f ? f->n : 0; }
 const char *hm_st_name(const hm_st_file *f, uint32_t i) { return f && i < f->n ? f->e[i].name : NULL; }
 
+/* a tensor of a dtype the layer does not read, refused when asked for (listed at open) */
+static hm_status refuse_dtype(const hm_st_file *f, const st_entry *e) {
+  return hm_fail(HM_ERR_UNSUPPORTED, "%s: '%s' has dtype '%.40s', which the layer does not read", f->path, e->name,
+                 e->dtype_name);
+}
+
 static const st_entry *find(const hm_st_file *f, const char *name) {
   st_entry key = {0};
   key.name = (char *)name;
@@ -286,7 +293,7 @@ hm_status hm_st_get(const hm_st_file *f, const char *name, hm_dtype *dt, uint32_
   if (!f || !name) return hm_fail(HM_ERR_INVALID_ARG, "hm_st_get: null argument");
   const st_entry *e = find(f, name);
   if (!e) return hm_fail(HM_ERR_NOT_FOUND, "%s: no tensor '%s'", f->path, name);
-  if (e->dt == HM_DT_COUNT) return hm_fail(HM_ERR_UNSUPPORTED, "%s: '%s' is %s", f->path, name, e->dtype_name);
+  if (e->dt == HM_DT_COUNT) return refuse_dtype(f, e);
   if (dt) *dt = e->dt;
   if (ndim) *ndim = e->ndim;
   if (shape)
@@ -366,6 +373,8 @@ struct hm_ckpt {
   uint32_t nfiles;
   ck_name *names; /* sorted */
   uint32_t nnames;
+  char *path;
+  char hint[512]; /* opened as one file: what a missing tensor's message adds */
 };
 
 static int cmp_name(const void *a, const void *b) { return strcmp(((const ck_name *)a)->name, ((const ck_name *)b)->name); }
@@ -375,7 +384,34 @@ void hm_ckpt_close(hm_ckpt *c) {
   for (uint32_t i = 0; i < c->nfiles; i++) hm_st_close(c->files[i]);
   free(c->files);
   free(c->names);
+  free(c->path);
   free(c);
+}
+
+static int is_safetensors(const char *name) {
+  size_t l = strlen(name);
+  return l > 12 && !strcmp(name + l - 12, ".safetensors");
+}
+
+/* A checkpoint given as one file: a layer's tensors may be in the other shards beside it (the
+ * released one is 48 files; its Engram tables sit in the last). Counted once here, said when a
+ * tensor is not found. */
+static void ckpt_hint(hm_ckpt *c, const char *path) {
+  char d[4096];
+  snprintf(d, sizeof d, "%s", path);
+  char *slash = strrchr(d, '/');
+  if (slash) *(slash == d ? slash + 1 : slash) = 0;
+  else snprintf(d, sizeof d, ".");
+  uint32_t n = 0;
+  DIR *dir = opendir(d);
+  for (struct dirent *e; dir && (e = readdir(dir));) n += is_safetensors(e->d_name);
+  if (dir) closedir(dir);
+  if (n > 1)
+    snprintf(c->hint, sizeof c->hint, "; %.200s is one of %u .safetensors files in %.200s: a checkpoint is a "
+             "directory of shards, give the directory", path, n, d);
+  else
+    snprintf(c->hint, sizeof c->hint, "; a checkpoint may be a directory of shards (a layer's tensors spread over "
+             "them): give the directory, not one file");
 }
 
 static hm_status ckpt_add(hm_ckpt *c, const char *path) {
@@ -399,7 +435,10 @@ static hm_status ckpt_add(hm_ckpt *c, const char *path) {
 hm_status hm_ckpt_open(const char *path, hm_ckpt **out) {
   if (!path || !out) return hm_fail(HM_ERR_INVALID_ARG, "hm_ckpt_open: null argument");
   hm_ckpt *c = calloc(1, sizeof *c);
-  if (!c) return hm_fail(HM_ERR_NO_MEMORY, "checkpoint");
+  if (!c || !(c->path = strdup(path))) {
+    free(c);
+    return hm_fail(HM_ERR_NO_MEMORY, "checkpoint");
+  }
   struct stat sb;
   hm_status st = HM_OK;
   if (stat(path, &sb) != 0) {
@@ -409,8 +448,7 @@ hm_status hm_ckpt_open(const char *path, hm_ckpt **out) {
     int n = scandir(path, &list, NULL, alphasort);
     if (n < 0) st = hm_fail(HM_ERR_IO, "%s: %s", path, strerror(errno));
     for (int i = 0; i < n; i++) {
-      size_t l = strlen(list[i]->d_name);
-      if (st == HM_OK && l > 12 && !strcmp(list[i]->d_name + l - 12, ".safetensors")) {
+      if (st == HM_OK && is_safetensors(list[i]->d_name)) {
         char p[4096];
         snprintf(p, sizeof p, "%s/%s", path, list[i]->d_name);
         st = ckpt_add(c, p);
@@ -421,6 +459,7 @@ hm_status hm_ckpt_open(const char *path, hm_ckpt **out) {
     if (st == HM_OK && c->nfiles == 0) st = hm_fail(HM_ERR_NOT_FOUND, "%s: no .safetensors files", path);
   } else {
     st = ckpt_add(c, path);
+    ckpt_hint(c, path);
   }
   if (st == HM_OK) {
     qsort(c->names, c->nnames, sizeof *c->names, cmp_name);
@@ -446,11 +485,15 @@ static const st_entry *ck_find(const hm_ckpt *c, const char *name, const hm_st_f
   return find(*f, name);
 }
 
+static hm_status ck_missing(const hm_ckpt *c, const char *name) {
+  return hm_fail(HM_ERR_NOT_FOUND, "checkpoint %s: no tensor '%s'%s", c->path, name, c->hint);
+}
+
 static hm_status ck_info(void *ctx, const char *name, hm_dtype *dt, uint32_t *ndim, uint64_t shape[2]) {
   const hm_st_file *f;
   const st_entry *e = ck_find(ctx, name, &f);
-  if (!e) return hm_fail(HM_ERR_NOT_FOUND, "checkpoint: no tensor '%s'", name);
-  if (e->dt == HM_DT_COUNT) return hm_fail(HM_ERR_UNSUPPORTED, "checkpoint: '%s' is %s", name, e->dtype_name);
+  if (!e) return ck_missing(ctx, name);
+  if (e->dt == HM_DT_COUNT) return refuse_dtype(f, e);
   if (e->ndim < 1 || e->ndim > 2) return hm_fail(HM_ERR_FORMAT, "checkpoint: '%s' has %u dimensions", name, e->ndim);
   *dt = e->dt;
   *ndim = e->ndim;
@@ -462,8 +505,8 @@ static hm_status ck_info(void *ctx, const char *name, hm_dtype *dt, uint32_t *nd
 static hm_status ck_read(void *ctx, const char *name, uint64_t r0, uint64_t nr, uint64_t c0, uint64_t nc, void *out) {
   const hm_st_file *f;
   const st_entry *e = ck_find(ctx, name, &f);
-  if (!e) return hm_fail(HM_ERR_NOT_FOUND, "checkpoint: no tensor '%s'", name);
-  if (e->dt == HM_DT_COUNT) return hm_fail(HM_ERR_UNSUPPORTED, "checkpoint: '%s' is %s", name, e->dtype_name);
+  if (!e) return ck_missing(ctx, name);
+  if (e->dt == HM_DT_COUNT) return refuse_dtype(f, e);
   uint64_t rows = e->ndim == 2 ? e->shape[0] : 1, cols = e->ndim == 2 ? e->shape[1] : e->shape[0];
   if (e->ndim < 1 || e->ndim > 2 || nr == 0 || nc == 0 || r0 + nr > rows || c0 + nc > cols)
     return hm_fail(HM_ERR_INVALID_ARG, "checkpoint: '%s' [%llu+%llu, %llu+%llu] outside its shape", name,

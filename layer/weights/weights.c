@@ -21,6 +21,13 @@ typedef struct builder {
   hm_tensor_set *set;
 } builder;
 
+/* "[a]" or "[a,b]" */
+static const char *shape_str(char *buf, size_t size, uint32_t nd, const uint64_t shape[2]) {
+  if (nd == 2) snprintf(buf, size, "[%llu,%llu]", (unsigned long long)shape[0], (unsigned long long)shape[1]);
+  else snprintf(buf, size, "[%llu]", (unsigned long long)shape[0]);
+  return buf;
+}
+
 /* the schema entry of `suffix`, after checking the source stores it with that dtype and shape */
 static hm_status expect(builder *b, const char *suffix, char *full, const hm_ckpt_entry **out) {
   snprintf(full, HM_TENSOR_NAME, "%s%s", b->prefix, suffix);
@@ -35,11 +42,12 @@ static hm_status expect(builder *b, const char *suffix, char *full, const hm_ckp
   if (st != HM_OK) return st;
   /* packed FP4 is stored as I8 or U8 by different writers */
   bool dt_ok = dt == e->dtype || (e->dtype == HM_DT_I8 && dt == HM_DT_U8);
-  if (!dt_ok || nd != e->ndim || shape[0] != e->shape[0] || (nd == 2 && shape[1] != e->shape[1]))
-    return hm_fail(HM_ERR_FORMAT, "'%s': %s %ux[%llu,%llu], the layer needs %s [%llu,%llu]", full,
-                   hm_dtype_st_name(dt), nd, (unsigned long long)shape[0], (unsigned long long)shape[1],
-                   hm_dtype_st_name(e->dtype), (unsigned long long)e->shape[0],
-                   (unsigned long long)(nd == 2 ? e->shape[1] : 0));
+  if (!dt_ok || nd != e->ndim || shape[0] != e->shape[0] || (nd == 2 && shape[1] != e->shape[1])) {
+    char have[48], need[48];
+    return hm_fail(HM_ERR_FORMAT, "'%s': %s %s, the layer needs %s %s", full, hm_dtype_st_name(dt),
+                   shape_str(have, sizeof have, nd, shape), hm_dtype_st_name(e->dtype),
+                   shape_str(need, sizeof need, e->ndim, e->shape));
+  }
   *out = e;
   return HM_OK;
 }
@@ -53,18 +61,27 @@ static hm_status rd(builder *b, const char *suffix, uint64_t r0, uint64_t nr, ui
   return b->src->read(b->src->ctx, full, r0, nr, c0, nc, out);
 }
 
-/* a whole tensor copied as stored under a kernel-side name */
-static hm_status copy_whole(builder *b, const char *suffix, const char *kname) {
+/* the first n rows (a 1-D tensor: elements) of a tensor, as stored, under a kernel-side name */
+static hm_status copy_head(builder *b, const char *suffix, const char *kname, uint64_t n) {
   char full[HM_TENSOR_NAME];
   const hm_ckpt_entry *e;
   hm_status st = expect(b, suffix, full, &e);
   if (st != HM_OK) return st;
-  uint64_t shape[2] = {e->shape[0], e->shape[1]};
+  uint64_t shape[2] = {n, e->shape[1]};
   hm_tensor *t;
   st = hm_tset_add(b->set, kname, e->dtype, e->ndim, shape, &t);
   if (st != HM_OK) return st;
-  uint64_t rows = e->ndim == 2 ? e->shape[0] : 1, cols = e->ndim == 2 ? e->shape[1] : e->shape[0];
+  uint64_t rows = e->ndim == 2 ? n : 1, cols = e->ndim == 2 ? e->shape[1] : n;
   return b->src->read(b->src->ctx, full, 0, rows, 0, cols, t->data);
+}
+
+/* a whole tensor copied as stored under a kernel-side name */
+static hm_status copy_whole(builder *b, const char *suffix, const char *kname) {
+  char full[HM_TENSOR_NAME];
+  snprintf(full, sizeof full, "%s%s", b->prefix, suffix);
+  for (uint32_t i = 0; i < b->count; i++)
+    if (!strcmp(b->schema[i].name, full)) return copy_head(b, suffix, kname, b->schema[i].shape[0]);
+  return hm_fail(HM_ERR_INVALID_ARG, "'%s' is not a tensor of this layer", full);
 }
 
 /* rows [r0, r0+nr) x cols [c0, c0+nc) of an MXFP8 linear (elements; multiples of 32) into a new
@@ -89,6 +106,30 @@ static hm_status mx8_slice(builder *b, const char *base, const char *kname, uint
   return rd(b, sn, r0 / 32, nr / 32, c0 / 32, nc / 32, (uint8_t *)s->data + (at / 32) * (nc / 32));
 }
 
+/* Every tensor the build reads (the parts', but Engram's table) is in the source: else how many are
+ * not, the first few by name and the source's own words for the first (a checkpoint given as one
+ * of its shards says so), before anything is read. */
+static hm_status check_present(builder *b, uint32_t parts) {
+  uint32_t reads = 0, missing = 0;
+  char names[400] = "", first[512] = "";
+  size_t at = 0;
+  for (uint32_t i = 0; i < b->count; i++) {
+    const hm_ckpt_entry *e = &b->schema[i];
+    if (e->huge || !(e->part & parts)) continue;
+    reads++;
+    hm_dtype dt;
+    uint32_t nd;
+    uint64_t shape[2];
+    if (b->src->info(b->src->ctx, e->name, &dt, &nd, shape) != HM_ERR_NOT_FOUND) continue;
+    if (!missing++) snprintf(first, sizeof first, "%s", hm_errmsg());
+    if (missing <= 3 && at < sizeof names)
+      at += (size_t)snprintf(names + at, sizeof names - at, "%s'%s'", missing > 1 ? ", " : "", e->name);
+  }
+  if (!missing) return HM_OK;
+  return hm_fail(HM_ERR_NOT_FOUND, "%u of the %u tensors it reads are missing: %s%s (%s)", missing, reads, names,
+                 missing > 3 ? " ..." : "", first);
+}
+
 /* ---------------------------------------------------------------- the parts */
 
 static hm_status build_ffn(builder *b, const hm_rank_dims *d, uint32_t rank) {
@@ -99,8 +140,9 @@ static hm_status build_ffn(builder *b, const hm_rank_dims *d, uint32_t rank) {
   if ((st = copy_whole(b, "hc_ffn_scale", "hc_ffn_scale")) != HM_OK) return st;
   if ((st = copy_whole(b, "hc_ffn_base", "hc_ffn_base")) != HM_OK) return st;
   if ((st = copy_whole(b, "ffn_norm.weight", "ffn_norm")) != HM_OK) return st;
-  if ((st = copy_whole(b, "ffn.gate.weight", "gate_w")) != HM_OK) return st;
-  if ((st = copy_whole(b, "ffn.gate.bias", "bias")) != HM_OK) return st;
+  /* a reduced layer of a full checkpoint routes over the gate's first E rows */
+  if ((st = copy_head(b, "ffn.gate.weight", "gate_w", E)) != HM_OK) return st;
+  if ((st = copy_head(b, "ffn.gate.bias", "bias", E)) != HM_OK) return st;
 
   /* routed experts, MXFP4 in aiter's layouts (§4.2): this rank's intermediate columns
    * [rank*Ir, rank*Ir + Ir), padded with zeros (codes 0) to I */
@@ -231,6 +273,10 @@ hm_status hm_weights_build(const hm_layer_config *cfg, uint32_t tp, uint32_t ran
     return hm_fail(HM_ERR_INVALID_ARG, "layer %d has no %s tensors", cfg->layer,
                    (parts & ~have & HM_WPART_SELECT) ? "compressor/indexer" : "Engram");
   uint32_t positions = opts && opts->rope_positions ? opts->rope_positions : 4096;
+  uint32_t source_experts = opts && opts->source_experts ? opts->source_experts : cfg->experts;
+  if (source_experts < cfg->experts)
+    return hm_fail(HM_ERR_INVALID_ARG, "layer %d: a source of %u experts holds fewer than the layer's %u", cfg->layer,
+                   source_experts, cfg->experts);
 
   hm_layer_weights w;
   memset(&w, 0, sizeof w);
@@ -243,6 +289,12 @@ hm_status hm_weights_build(const hm_layer_config *cfg, uint32_t tp, uint32_t ran
   builder b = {cfg, src, NULL, 0, "", &w.set};
   hm_config_prefix(cfg, b.prefix, sizeof b.prefix);
   if ((st = hm_ckpt_schema(cfg, &b.schema, &b.count)) != HM_OK) return st;
+  /* the source's gate holds all its experts; the layer reads the first cfg->experts */
+  for (uint32_t i = 0; i < b.count && source_experts != cfg->experts; i++) {
+    const char *n = b.schema[i].name + strlen(b.prefix);
+    if (!strcmp(n, "ffn.gate.weight") || !strcmp(n, "ffn.gate.bias")) b.schema[i].shape[0] = source_experts;
+  }
+  st = check_present(&b, parts);
   if (st == HM_OK && (parts & HM_WPART_FFN)) st = build_ffn(&b, &d, rank);
   if (st == HM_OK && (parts & HM_WPART_ATTN)) st = build_attn(&b, &d, rank, positions);
   if (st == HM_OK && (parts & HM_WPART_SELECT)) st = build_select(&b);

@@ -8,6 +8,7 @@
 
 #include "formats.h"
 #include "helpers.h"
+#include "hm_safetensors.h"
 
 hm_layer_config tl_config(const char *model, int32_t layer, uint32_t experts, uint32_t topk) {
   hm_layer_config c;
@@ -20,7 +21,7 @@ void tl_build_group(const hm_layer_config *cfg, uint32_t tp, uint64_t seed, uint
   hm_gen g;
   ck_assert_int_eq(hm_gen_init(&g, cfg, seed), HM_OK);
   hm_source src = hm_gen_source(&g);
-  hm_build_opts o = {parts, 1024};
+  hm_build_opts o = {.parts = parts, .rope_positions = 1024};
   for (uint32_t r = 0; r < tp; r++) {
     hm_status st = hm_weights_build(cfg, tp, r, &src, &o, &w[r]);
     ck_assert_msg(st == HM_OK, "build rank %u: %s", r, hm_errmsg());
@@ -30,6 +31,49 @@ void tl_build_group(const hm_layer_config *cfg, uint32_t tp, uint64_t seed, uint
 
 void tl_free_group(hm_layer_weights *w, uint32_t tp) {
   for (uint32_t r = 0; r < tp; r++) hm_weights_free(&w[r]);
+}
+
+void tl_write_ckpt(const hm_layer_config *cfg, uint64_t seed, const char *dir, uint32_t shards) {
+  hm_gen g;
+  ck_assert_int_eq(hm_gen_init(&g, cfg, seed), HM_OK);
+  hm_source gs = hm_gen_source(&g);
+  for (uint32_t k = 0; k < shards; k++) {
+    hm_tensor_set sh;
+    hm_tset_init(&sh);
+    for (uint32_t i = k; i < g.count; i += shards) {
+      const hm_ckpt_entry *e = &g.schema[i];
+      if (e->huge) continue;
+      hm_tensor *t;
+      ck_assert_int_eq(hm_tset_add(&sh, e->name, e->dtype, e->ndim, e->shape, &t), HM_OK);
+      uint64_t rows = e->ndim == 2 ? e->shape[0] : 1, cols = e->ndim == 2 ? e->shape[1] : e->shape[0];
+      ck_assert_int_eq(gs.read(gs.ctx, e->name, 0, rows, 0, cols, t->data), HM_OK);
+    }
+    char p[512];
+    snprintf(p, sizeof p, "%s/model-%05u-of-%05u.safetensors", dir, k + 1, shards);
+    ck_assert_msg(hm_st_write(p, &sh, NULL, NULL, 0) == HM_OK, "%s", hm_errmsg());
+    hm_tset_free(&sh);
+  }
+  hm_gen_free(&g);
+}
+
+void tl_patch_header(const char *path, const char *from, const char *to) {
+  ck_assert_uint_eq(strlen(from), strlen(to));
+  FILE *f = fopen(path, "r+b");
+  ck_assert_ptr_nonnull(f);
+  uint8_t len[8];
+  ck_assert_uint_eq(fread(len, 1, 8, f), 8);
+  uint64_t hl = 0;
+  for (int i = 7; i >= 0; i--) hl = hl << 8 | len[i];
+  char *h = malloc(hl + 1);
+  ck_assert_ptr_nonnull(h);
+  ck_assert_uint_eq(fread(h, 1, hl, f), hl);
+  h[hl] = 0;
+  char *at = strstr(h, from);
+  ck_assert_msg(at != NULL, "%s: no '%s' in the header", path, from);
+  ck_assert_int_eq(fseek(f, 8 + (long)(at - h), SEEK_SET), 0);
+  ck_assert_uint_eq(fwrite(to, 1, strlen(to), f), strlen(to));
+  ck_assert_int_eq(fclose(f), 0);
+  free(h);
 }
 
 void tl_ffn_inputs_make(const hm_layer_config *cfg, uint32_t S, uint32_t tp, uint64_t seed, tl_ffn_inputs *in) {

@@ -18,6 +18,11 @@ hm_layer_config tl_config(const char *model, int32_t layer, uint32_t experts, ui
 /* every rank of tp from one seeded generator (parts: HM_WPART_*) */
 void tl_build_group(const hm_layer_config *cfg, uint32_t tp, uint64_t seed, uint32_t parts, hm_layer_weights *w);
 void tl_free_group(hm_layer_weights *w, uint32_t tp);
+/* The seeded generator's tensors of cfg (all but Engram's table) as a checkpoint of `shards` files in
+ * dir (model-0000k-of-0000n.safetensors, tensor i in shard i % shards), as a released one is laid out. */
+void tl_write_ckpt(const hm_layer_config *cfg, uint64_t seed, const char *dir, uint32_t shards);
+/* Overwrites the first `from` in a safetensors file's header with `to` (the same length). */
+void tl_patch_header(const char *path, const char *from, const char *to);
 
 /* FFN-launch inputs: the attention output a [S,D] (bf16) split into tp parts that reduce to it
  * exactly (part 0 = a, the rest zero), res [S,4,D] (bf16, rms ~ `res_rms`), and seam mixes

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "helpers.h"
@@ -67,7 +68,8 @@ START_TEST(ref_layer_files) {
   snprintf(dir, sizeof dir, "/tmp/hm_check_XXXXXX");
   ck_assert_ptr_nonnull(mkdtemp(dir));
   char args[512];
-  snprintf(args, sizeof args, "ref --config tiny --layer 5 --rows 4 --reqs 2 --tp 2 --seed 9 --out %s/l5", dir);
+  snprintf(args, sizeof args, "ref --config tiny --layer 5 --rows 4 --reqs 2 --tp 2 --seed 9 --dump-weights --out %s/l5",
+           dir);
   ck_assert_int_eq(run(args), 0);
   hm_st_file *f = open_in("l5", "out");
   ck_assert_str_eq(hm_st_meta(f, "model"), "tiny");
@@ -80,11 +82,21 @@ START_TEST(ref_layer_files) {
   ck_assert_uint_eq(sh[0], 4);
   ck_assert_uint_eq(sh[1], 1024);
   hm_st_close(f);
-  /* rank 1's weights in the kernel layouts: packed FP4 is written as "I8" (checkpoint style) */
+  /* --dump-weights: rank 1's weights in the kernel layouts, as a build of that rank (packed FP4
+   * written as "I8", checkpoint style) */
   f = open_in("l5", "weights.rank1");
-  ck_assert_int_eq(hm_st_get(f, "w13", &dt, NULL, sh, NULL, NULL), HM_OK);
+  const void *d13;
+  uint64_t n13;
+  ck_assert_int_eq(hm_st_get(f, "w13", &dt, NULL, sh, &d13, &n13), HM_OK);
   ck_assert_int_eq(dt, HM_DT_I8);
   ck_assert_uint_eq(sh[1], 256);
+  hm_layer_config c5 = tl_config("tiny", 5, 0, 0);
+  hm_layer_weights w5[2];
+  tl_build_group(&c5, 2, 9, 0, w5);
+  const hm_tensor *b13 = hm_weights_get(&w5[1], "w13");
+  ck_assert_uint_eq(b13->nbytes, n13);
+  ck_assert_msg(!memcmp(b13->data, d13, n13), "weights.rank1 w13 is not rank 1's build");
+  tl_free_group(w5, 2);
   hm_st_close(f);
   const char *stages[] = {"inputs", "k1.seam", "k1", "rank0.attn", "rank1.wo_b", "ffn.seam", "router", "rank1.routed"};
   for (unsigned i = 0; i < sizeof stages / sizeof *stages; i++) hm_st_close(open_in("l5", stages[i]));
@@ -96,11 +108,77 @@ START_TEST(ref_layer_files) {
   ck_assert_int_eq(hm_st_get(f, "rank3.routed.mid", NULL, NULL, sh, NULL, NULL), HM_OK);
   ck_assert_uint_eq(sh[2], 640);
   hm_st_close(f);
+  /* without --dump-weights only the dumps asked for: no copy of the weights */
+  char p[512];
+  struct stat sb;
+  for (unsigned r = 0; r < 4; r++) {
+    snprintf(p, sizeof p, "%s/ffn/weights.rank%u.safetensors", dir, r);
+    ck_assert_msg(stat(p, &sb) != 0, "%s written without --dump-weights", p);
+  }
   /* refusals: bad tp (misuse: 2, as ffn's; it was 1), missing arguments, unknown command */
   snprintf(args, sizeof args, "ref --config tiny --layer 5 --rows 4 --tp 3 --seed 9 --out %s/x", dir);
   ck_assert_int_eq(run(args), 2);
   ck_assert_int_eq(run("ref --config tiny --layer 5"), 2);
   ck_assert_int_eq(run("frob"), 2);
+  snprintf(args, sizeof args, "rm -rf %s", dir);
+  ck_assert_int_eq(system(args), 0);
+}
+END_TEST
+
+/* Every line of out holds `what`. */
+static int every_line_has(const char *out, const char *what) {
+  for (const char *l = out; *l;) {
+    const char *e = strchr(l, '\n');
+    size_t n = e ? (size_t)(e - l) : strlen(l);
+    char line[1024];
+    snprintf(line, sizeof line, "%.*s", (int)n, l);
+    if (n && !strstr(line, what)) return 0;
+    l += n + (e != NULL);
+  }
+  return 1;
+}
+
+/* `ref --experts E --ckpt DIR` on a checkpoint of the layer's full expert count (issue 18 item 1): the
+ * first E experts, the gate's and bias's first E rows, the run called reduced on every line and in
+ * every file. The generator's elements do not depend on the expert count, so the reduced run on the
+ * generator's full checkpoint must give the reduced generator run's output to the bit. A draft layer
+ * (mtp.0.), 32 experts cut to 4, in three shards. */
+START_TEST(ref_reduced_from_checkpoint) {
+  snprintf(dir, sizeof dir, "/tmp/hm_check_XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  char ck[300], args[1024];
+  snprintf(ck, sizeof ck, "%s/ckpt", dir);
+  ck_assert_int_eq(mkdir(ck, 0700), 0);
+  hm_layer_config full = tl_config("tiny", 40, 0, 0);
+  ck_assert_uint_eq(full.experts, 32);
+  tl_write_ckpt(&full, 7, ck, 3);
+  const char *base = "ref --config tiny --layer 40 --rows 2 --tp 2 --seed 7 --experts 4 --topk 2";
+  char *out;
+  snprintf(args, sizeof args, "%s --ckpt %s --out %s/c", base, ck, dir);
+  ck_assert_int_eq(run_sim(args, &out), 0);
+  ck_assert_msg(every_line_has(out, "[REDUCED: 4 of 32 experts, top-2 of 3]"), "%s", out);
+  free(out);
+  snprintf(args, sizeof args, "%s --out %s/g", base, dir);
+  ck_assert_int_eq(run_sim(args, &out), 0);
+  ck_assert_msg(every_line_has(out, "[REDUCED: 4 of 32 experts, top-2 of 3]"), "%s", out);
+  free(out);
+  /* one shard given for the directory: exit 2, the missing tensors and the shards named, still reduced */
+  snprintf(args, sizeof args, "%s --ckpt %s/model-00002-of-00003.safetensors --out %s/s", base, ck, dir);
+  ck_assert_int_eq(run_sim(args, &out), 2);
+  ck_assert_msg(strstr(out, "tensors it reads are missing: 'mtp.0.") && strstr(out, "one of 3 .safetensors files") &&
+                    every_line_has(out, "[REDUCED: 4 of 32 experts, top-2 of 3]"),
+                "%s", out);
+  free(out);
+  hm_st_file *c = open_in("c", "out"), *g = open_in("g", "out");
+  ck_assert_str_eq(hm_st_meta(c, "reduced"), "4 of 32 experts");
+  ck_assert_str_eq(hm_st_meta(c, "weights"), ck);
+  const void *xc, *xg;
+  uint64_t nc, ng;
+  ck_assert_int_eq(hm_st_get(c, "out.x", NULL, NULL, NULL, &xc, &nc), HM_OK);
+  ck_assert_int_eq(hm_st_get(g, "out.x", NULL, NULL, NULL, &xg, &ng), HM_OK);
+  ck_assert_uint_eq(nc, ng);
+  ck_assert_msg(!memcmp(xc, xg, nc), "the reduced checkpoint run's out.x is not the reduced generator run's");
+  hm_st_close(c), hm_st_close(g);
   snprintf(args, sizeof args, "rm -rf %s", dir);
   ck_assert_int_eq(system(args), 0);
 }
@@ -246,15 +324,12 @@ START_TEST(layer_model_refusals) {
 END_TEST
 
 Suite *hm_test_suite(void) {
-  Suite *s = suite_create("layer-check-tool");
-  TCase *tc = tcase_create("tool");
-  tcase_set_timeout(tc, 300);
-  tcase_add_test(tc, ref_layer_files);
-  tcase_add_test(tc, ffn_harness);
-  tcase_add_test(tc, k1_harness);
-  tcase_add_test(tc, layer_harness);
-  tcase_add_test(tc, model_chain);
-  tcase_add_test(tc, layer_model_refusals);
-  suite_add_tcase(s, tc);
-  return s;
+  const tl_case tests[] = {{"ref_layer_files", ref_layer_files},
+                           {"ref_reduced_from_checkpoint", ref_reduced_from_checkpoint},
+                           {"ffn_harness", ffn_harness},
+                           {"k1_harness", k1_harness},
+                           {"layer_harness", layer_harness},
+                           {"model_chain", model_chain},
+                           {"layer_model_refusals", layer_model_refusals}};
+  return TL_SUITE("layer-check-tool", tests, 300);
 }
