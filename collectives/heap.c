@@ -12,6 +12,10 @@
 #define HELLO_VERSION 1u
 #define DEFAULT_ROWS 48u
 #define DEFAULT_WIDTH 5120u
+/* the host stage page: words 64.. the abort words' copies, then a reason going out, one coming in */
+#define STAGE_REASON_OUT 2048u
+#define STAGE_REASON_IN (STAGE_REASON_OUT + AR_REASON_BYTES)
+_Static_assert(STAGE_REASON_IN + AR_REASON_BYTES <= 4096, "the reasons fit the stage page");
 
 /* Round 1: who I am, my arena's handle, or why I could not make one. */
 struct hello {
@@ -34,7 +38,7 @@ size_t hm_allreduce_region_bytes(unsigned tp, uint32_t rows, uint32_t width) {
 
 static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
-void hm_coll_describe(uint32_t code, char *buf, size_t cap) {
+static void describe_code(uint32_t code, char *buf, size_t cap) {
   uint32_t peer1 = AR_STATUS_PEER1(code), where = AR_STATUS_WHERE(code);
   char site[48];
   if (where == AR_WHERE_STANDALONE) snprintf(site, sizeof site, "the standalone all-reduce");
@@ -48,9 +52,27 @@ void hm_coll_describe(uint32_t code, char *buf, size_t cap) {
     if (peer1) snprintf(buf, cap, "the host of rank %u stopped the group", peer1 - 1);
     else snprintf(buf, cap, "a host stopped the group");
     break;
+  case AR_ERR_FAILED:
+    snprintf(buf, cap, "rank %u failed (%s)", peer1 ? peer1 - 1 : 0, hm_status_name((hm_status)where));
+    break;
   case AR_ERR_ARGS: snprintf(buf, cap, "a launch's arguments were out of range (%s)", site); break;
   default: snprintf(buf, cap, "unknown status 0x%08x", code);
   }
+}
+
+void hm_heap_describe(hm_heap *h, uint32_t code, char *buf, size_t cap) {
+  describe_code(code, buf, cap);
+  uint32_t peer1 = AR_STATUS_PEER1(code);
+  if (AR_STATUS_CODE(code) != AR_ERR_FAILED || !peer1 || peer1 > h->tp) return;
+  /* the failing rank wrote its reason into its own arena before it set any abort word */
+  char *why = (char *)h->stage + STAGE_REASON_IN;
+  hm_signal none = {0};
+  pthread_mutex_lock(&h->lock);
+  hm_status s = hm_mem_copy(h->rt, why, h->peer[peer1 - 1] + AR_REASON_OFF, AR_REASON_BYTES, none);
+  why[AR_REASON_BYTES - 1] = 0;
+  size_t n = strlen(buf);
+  if (!s && why[0] && n < cap) snprintf(buf + n, cap - n, ": %s", why);
+  pthread_mutex_unlock(&h->lock);
 }
 
 /* Free what a (partial) set-up holds. */
@@ -83,18 +105,39 @@ static hm_status write_table(hm_heap *h) {
   return hm_mem_copy(h->rt, h->arena + AR_PEERS_OFF, t, 8 * HM_MAX_TP, none);
 }
 
+/* A rank that cannot even start its set-up (no agent, no uncached pool, a bad size) still takes
+ * part in round 1, as failed with its reason, so the others fail at once naming it instead of
+ * waiting out the set-up's bound for a rank that never arrives. Returns s, its message kept. */
+static hm_status join_failed(const hm_heap_config *cfg, const hm_bootstrap *boot, hm_status s) {
+  struct hello mine = {.magic = HELLO_MAGIC, .version = HELLO_VERSION, .rank = cfg->rank, .tp = cfg->tp,
+                       .pid = (uint64_t)getpid()};
+  snprintf(mine.err, sizeof mine.err, "%s", hm_errmsg());
+  char msg[sizeof mine.err];
+  snprintf(msg, sizeof msg, "%s", hm_errmsg());
+  struct hello *all = calloc(cfg->tp, sizeof *all);
+  if (all) {
+    (void)boot->allgather(boot->ctx, cfg->rank, cfg->tp, &mine, sizeof mine, all,
+                          cfg->timeout_ns ? cfg->timeout_ns : 30000000000ull);
+    free(all);
+  }
+  return hm_fail(s, "%s", msg);
+}
+
 hm_status hm_heap_create(hm_agent *a, const hm_heap_config *cfg, const hm_bootstrap *boot, hm_heap **out) {
   if (!out) return hm_fail(HM_ERR_INVALID_ARG, "hm_heap_create: out is NULL");
   *out = NULL;
-  if (!a || !cfg || !boot || !boot->allgather) return hm_fail(HM_ERR_INVALID_ARG, "hm_heap_create: NULL argument");
+  if (!cfg || !boot || !boot->allgather) return hm_fail(HM_ERR_INVALID_ARG, "hm_heap_create: NULL argument");
   if (cfg->tp < 1 || cfg->tp > HM_MAX_TP || cfg->rank >= cfg->tp)
     return hm_fail(HM_ERR_INVALID_ARG, "hm_heap_create: rank %u of %u (tp is 1 .. %d)", cfg->rank, cfg->tp, HM_MAX_TP);
-  const hm_agent_info *ai = hm_agent_info_of(a);
+  const hm_agent_info *ai = a ? hm_agent_info_of(a) : NULL;
   if (!ai || !ai->pool_present[HM_POOL_UNCACHED])
-    return hm_fail(HM_ERR_UNSUPPORTED, "hm_heap_create: agent %u has no uncached (extended fine-grained) pool",
-                   hm_agent_index(a));
+    return join_failed(cfg, boot,
+                       a ? hm_fail(HM_ERR_UNSUPPORTED, "hm_heap_create: agent %u has no uncached (extended "
+                                                       "fine-grained) pool", hm_agent_index(a))
+                         : hm_fail(HM_ERR_INVALID_ARG, "hm_heap_create: rank %u has no agent (NULL)", cfg->rank));
   size_t half = cfg->half_bytes ? cfg->half_bytes : hm_allreduce_region_bytes(cfg->tp, DEFAULT_ROWS, DEFAULT_WIDTH);
-  if (half > ((size_t)1 << 40)) return hm_fail(HM_ERR_INVALID_ARG, "hm_heap_create: a half of %zu bytes", half);
+  if (half > ((size_t)1 << 40))
+    return join_failed(cfg, boot, hm_fail(HM_ERR_INVALID_ARG, "hm_heap_create: a half of %zu bytes", half));
   half = round_up(half, 4096);
   size_t granule = ai->pool_granule[HM_POOL_UNCACHED] ? ai->pool_granule[HM_POOL_UNCACHED] : 4096;
   uint64_t timeout = cfg->timeout_ns ? cfg->timeout_ns : 30000000000ull;
@@ -241,22 +284,52 @@ hm_status hm_heap_check(hm_heap *h) {
   hm_status s = read_abort(h, &code);
   if (s) return s;
   if (!code) return HM_OK;
-  char why[200];
-  hm_coll_describe(code, why, sizeof why);
+  char why[AR_REASON_BYTES + 200];
+  hm_heap_describe(h, code, why, sizeof why);
   return hm_fail(HM_ERR_PEER, "heap (rank %u of %u): %s", h->rank, h->tp, why);
+}
+
+/* Every rank's abort word takes `code` unless it holds a cause already (a kernel's timeout, an
+ * earlier failure): the first is the root. Caller holds the lock. */
+static hm_status set_abort_words(hm_heap *h, uint32_t code) {
+  hm_signal none = {0};
+  hm_status s = HM_OK;
+  h->stage[80] = code;
+  for (unsigned r = 0; r < h->tp && !s; r++) {
+    s = hm_mem_copy(h->rt, h->stage + 81, h->peer[r] + AR_ABORT_OFF, 4, none);
+    if (!s && h->stage[81] == 0) s = hm_mem_copy(h->rt, h->peer[r] + AR_ABORT_OFF, h->stage + 80, 4, none);
+  }
+  return s;
 }
 
 hm_status hm_heap_abort(hm_heap *h) {
   if (!h) return hm_fail(HM_ERR_INVALID_ARG, "hm_heap_abort: NULL heap");
-  hm_signal none = {0};
   pthread_mutex_lock(&h->lock);
-  hm_status s = HM_OK;
-  h->stage[80] = AR_STATUS(AR_ERR_ABORTED, h->rank + 1u, AR_WHERE_HOST);
-  for (unsigned r = 0; r < h->tp && !s; r++) {
-    /* a cause already there (a kernel's timeout) stays: it is the root */
-    s = hm_mem_copy(h->rt, h->stage + 81, h->peer[r] + AR_ABORT_OFF, 4, none);
-    if (!s && h->stage[81] == 0) s = hm_mem_copy(h->rt, h->peer[r] + AR_ABORT_OFF, h->stage + 80, 4, none);
-  }
+  hm_status s = set_abort_words(h, AR_STATUS(AR_ERR_ABORTED, h->rank + 1u, AR_WHERE_HOST));
   pthread_mutex_unlock(&h->lock);
   return s;
+}
+
+hm_status hm_heap_fail(hm_heap *h, hm_status s, const char *reason) {
+  if (!h || s == HM_OK) return s;
+  /* the caller's message is its own answer: keep it whatever the copies below do */
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", reason ? reason : hm_errmsg());
+  hm_signal none = {0};
+  pthread_mutex_lock(&h->lock);
+  hm_status w = HM_OK;
+  if (!h->failed) {
+    /* the reason first, then the words that point peers at it */
+    char *out = (char *)h->stage + STAGE_REASON_OUT;
+    memset(out, 0, AR_REASON_BYTES);
+    size_t n = strlen(msg);
+    memcpy(out, msg, n < AR_REASON_BYTES - 1 ? n : AR_REASON_BYTES - 1);
+    w = hm_mem_copy(h->rt, h->arena + AR_REASON_OFF, out, AR_REASON_BYTES, none);
+    h->failed = true;
+  }
+  if (!w) w = set_abort_words(h, AR_STATUS(AR_ERR_FAILED, h->rank + 1u, (uint32_t)s));
+  pthread_mutex_unlock(&h->lock);
+  if (w) hm_log(HM_LOG_ERROR, "heap (rank %u of %u): could not stop the group: %s", h->rank, h->tp, hm_errmsg());
+  hm_log(HM_LOG_INFO, "heap (rank %u of %u): stopped the group: %s", h->rank, h->tp, msg);
+  return hm_fail(s, "%s", msg);
 }

@@ -93,11 +93,24 @@ struct hm_ar_link;
 hm_status hm_heap_link(const hm_heap *h, uint32_t *status, uint64_t timeout_ns, struct hm_ar_link *out);
 
 /* HM_OK while no rank has given up; else HM_ERR_PEER with the cause (the rank that was waited for
- * in vain, or whose host stopped the group). A failed group stays failed: tear it down. */
+ * in vain, whose host stopped the group, or which failed, with its own reason). A failed group
+ * stays failed: tear it down. */
 hm_status hm_heap_check(hm_heap *h);
 /* Stop the group: every rank's waits on peers end at their next poll, as if a peer had timed out
  * (HM_ERR_PEER naming this rank). For a host that learns of a peer's death before its kernels do. */
 hm_status hm_heap_abort(hm_heap *h);
+/* Stop the group because this rank failed with s (not HM_OK): `reason` (one line; NULL: the
+ * thread's hm_errmsg()) goes into this rank's arena, then every rank's abort word names this rank
+ * and s, so every peer's kernel ends its waits at its next poll and every peer's host returns
+ * HM_ERR_PEER with "rank R failed (HM_ERR_...): reason". A cause already recorded stays (the
+ * first failure is the root). The layer runners call it on every failure of a create or step
+ * that would leave peers waiting (docs/api.md, "A group fails together"); a serving stack calls
+ * it when its own part of a step fails on one rank. Returns s with the thread's message kept. */
+hm_status hm_heap_fail(hm_heap *h, hm_status s, const char *reason);
+/* One line for a status or abort word a launch reported (kernels/ar_args.h's encoding), with the
+ * failed rank's own reason when one stopped the group: for the runners of kernels that link to
+ * the heap. */
+void hm_heap_describe(hm_heap *h, uint32_t code, char *buf, size_t cap);
 
 /* ---------------------------------------------------------------- the standalone all-reduce
  *

@@ -186,7 +186,7 @@ DEV_INLINE u32 ar_reduce(const struct ar_view *v, u32 f, u32 stride, u32 n, u32 
         return AR_ERR_TIMEOUT;
       }
     }
-    dev_poll_wait(&poll);
+    dev_poll_wait_peer(&poll);
   }
   if (polling) dev_poll_done(&poll);
 #pragma unroll

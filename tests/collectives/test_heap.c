@@ -228,8 +228,12 @@ START_TEST(arguments) {
   ck_assert_ptr_null(h);
   c = (hm_heap_config){.rank = 0, .tp = 9};
   ck_assert_int_eq(hm_heap_create(a, &c, &b, &h), HM_ERR_INVALID_ARG);
-  c = (hm_heap_config){.rank = 0, .tp = 2};
+  /* a rank without an agent still joins the set-up, as failed (its peers fail at once, naming
+   * it); rank 1 never comes here, so a short bound */
+  c = (hm_heap_config){.rank = 0, .tp = 2, .timeout_ns = 100000000ull};
   ck_assert_int_eq(hm_heap_create(NULL, &c, &b, &h), HM_ERR_INVALID_ARG);
+  ck_assert_msg(strstr(hm_errmsg(), "no agent"), "%s", hm_errmsg());
+  c.timeout_ns = 0;
   ck_assert_int_eq(hm_heap_create(a, NULL, &b, &h), HM_ERR_INVALID_ARG);
   ck_assert_int_eq(hm_heap_create(a, &c, NULL, &h), HM_ERR_INVALID_ARG);
   ck_assert_int_eq(hm_heap_create(a, &c, &b, NULL), HM_ERR_INVALID_ARG);
@@ -286,6 +290,86 @@ START_TEST(host_abort) {
     ck_assert_msg(strstr(hm_errmsg(), "host of rank 1 stopped"), "%s", hm_errmsg());
   }
   for (unsigned r = 0; r < 3; r++) ck_assert_int_eq(hm_heap_destroy(t[r].h), HM_OK);
+  hm_runtime_close(rt);
+}
+END_TEST
+
+/* A rank that fails stops the group with its reason: every rank's heap names that rank, its
+ * status and its own words; a later failure elsewhere does not replace the root cause. */
+START_TEST(fail_names_rank_and_reason) {
+  hm_runtime *rt = open_rt();
+  struct t_setup t[HM_MAX_TP];
+  setup_threads(rt, 3, 0x7, 60000000000ull, true, t);
+  for (unsigned r = 0; r < 3; r++) ck_assert_msg(t[r].st == HM_OK, "%s", t[r].err);
+  ck_assert_int_eq(hm_heap_check(t[0].h), HM_OK);
+  ck_assert_int_eq(hm_heap_fail(t[2].h, HM_ERR_QUEUE_FAULT, "K2 step: no progress for 60 s (watchdog)"),
+                   HM_ERR_QUEUE_FAULT);
+  ck_assert_msg(strstr(hm_errmsg(), "K2 step: no progress") == hm_errmsg(), "the caller's message is kept: %s",
+                hm_errmsg());
+  ck_assert_int_eq(hm_heap_fail(t[0].h, HM_ERR_TIMEOUT, "an echo"), HM_ERR_TIMEOUT);
+  for (unsigned r = 0; r < 3; r++) {
+    ck_assert_int_eq(hm_heap_check(t[r].h), HM_ERR_PEER);
+    ck_assert_msg(strstr(hm_errmsg(), "rank 2 failed (HM_ERR_QUEUE_FAULT): K2 step: no progress for 60 s (watchdog)"),
+                  "rank %u: %s", r, hm_errmsg());
+  }
+  /* HM_OK stops nothing */
+  ck_assert_int_eq(hm_heap_fail(t[1].h, HM_OK, NULL), HM_OK);
+  for (unsigned r = 0; r < 3; r++) ck_assert_int_eq(hm_heap_destroy(t[r].h), HM_OK);
+  hm_runtime_close(rt);
+}
+END_TEST
+
+/* A rank that gives the threads bootstrap another TP breaks the group at once: rank 0 fails in
+ * well under its 30 s bound, naming the mismatch, instead of waiting for a rank that has failed. */
+START_TEST(threads_tp_mismatch_fails_fast) {
+  hm_runtime *rt = open_rt();
+  hm_boot_group *g;
+  ck_assert_int_eq(hm_boot_group_create(2, &g), HM_OK);
+  struct t_setup t[2];
+  pthread_t th[2];
+  for (unsigned r = 0; r < 2; r++) {
+    t[r] = (struct t_setup){.rt = rt, .rank = r, .tp = r == 1 ? 3 : 2, .timeout_ns = 30000000000ull};
+    ck_assert_int_eq(hm_bootstrap_threads(g, &t[r].boot), HM_OK);
+  }
+  ck_assert_int_eq(pthread_create(&th[0], NULL, setup_main, &t[0]), 0);
+  usleep(200000); /* rank 0 waits in the all-gather when rank 1 comes */
+  ck_assert_int_eq(pthread_create(&th[1], NULL, setup_main, &t[1]), 0);
+  for (unsigned r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  hm_boot_group_destroy(g);
+  ck_assert_int_eq(t[1].st, HM_ERR_INVALID_ARG);
+  ck_assert_int_eq(t[0].st, HM_ERR_PEER);
+  ck_assert_msg(strstr(t[0].err, "rank 1 of 3, but the group has 2 ranks"), "%s", t[0].err);
+  /* 0.2 s of the test's own wait, then at once: 5 s is room for a loaded machine */
+  ck_assert_msg(t[0].took_ns < 5000000000ull, "rank 0 took %.2f s: %s", t[0].took_ns / 1e9, t[0].err);
+  hm_runtime_close(rt);
+}
+END_TEST
+
+/* A rank without its agent (say, a TP8 group on a 4-GPU machine) joins the set-up as failed: the
+ * others fail at once naming it, not at their bound with "rank N never arrived". */
+START_TEST(threads_rank_without_agent_fails_fast) {
+  hm_runtime *rt = open_rt();
+  hm_boot_group *g;
+  ck_assert_int_eq(hm_boot_group_create(3, &g), HM_OK);
+  struct t_setup t[3];
+  pthread_t th[3];
+  for (unsigned r = 0; r < 3; r++) {
+    t[r] = (struct t_setup){.rt = rt, .rank = r, .tp = 3, .timeout_ns = 60000000000ull};
+    ck_assert_int_eq(hm_bootstrap_threads(g, &t[r].boot), HM_OK);
+  }
+  for (unsigned r = 0; r < 2; r++) ck_assert_int_eq(pthread_create(&th[r], NULL, setup_main, &t[r]), 0);
+  hm_heap_config c = {.rank = 2, .tp = 3, .timeout_ns = 60000000000ull};
+  hm_heap *h = NULL;
+  ck_assert_int_eq(hm_heap_create(NULL, &c, &t[2].boot, &h), HM_ERR_INVALID_ARG);
+  ck_assert_ptr_null(h);
+  for (unsigned r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  hm_boot_group_destroy(g);
+  for (unsigned r = 0; r < 2; r++) {
+    ck_assert_int_eq(t[r].st, HM_ERR_PEER);
+    ck_assert_msg(strstr(t[r].err, "rank 2 could not set up") && strstr(t[r].err, "no agent"), "rank %u: %s", r,
+                  t[r].err);
+    ck_assert_msg(t[r].took_ns < 5000000000ull, "rank %u took %.2f s: %s", r, t[r].took_ns / 1e9, t[r].err);
+  }
   hm_runtime_close(rt);
 }
 END_TEST
@@ -502,6 +586,9 @@ Suite *hm_test_suite(void) {
   tcase_add_test(tc, callback_bootstrap);
   tcase_add_test(tc, arguments);
   tcase_add_test(tc, host_abort);
+  tcase_add_test(tc, fail_names_rank_and_reason);
+  tcase_add_test(tc, threads_tp_mismatch_fails_fast);
+  tcase_add_test(tc, threads_rank_without_agent_fails_fast);
   tcase_add_test(tc, unix_tp4_processes);
   tcase_add_test(tc, unix_rank_never_arrives);
   tcase_add_test(tc, unix_rank_dies_during_setup);
