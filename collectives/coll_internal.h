@@ -22,6 +22,8 @@ struct hm_heap {
   pthread_mutex_t lock;
   unsigned users;                 /* hm_allreduce objects on this heap */
   bool failed;                    /* this rank's reason is in its arena (hm_heap_fail) */
+  uint64_t header;                /* this rank's step header (hm_heap_step_begin), 0 before any */
+  hm_signal copies;               /* counts down the header's copies into every arena */
 };
 
 static inline uint64_t hm_coll_now_ns(void) {

@@ -262,13 +262,18 @@ static hm_status launch(hm_ffn *f, hm_queue *q, enum ffn_step step, uint32_t row
   if ((s = hm_ffn_prepare(f, rows))) return s;
   fill(f, io, f->kernarg);
   if ((s = link_args(f, f->kernarg))) return s;
+  /* the step's header, which the peers compare with theirs while they wait */
+  if ((s = hm_heap_step_begin(f->heap, step == FFN_STEP_K2 ? HM_STEP_K2 : HM_STEP_FFN, f->cfg.layer, rows))) return s;
   hm_signal_store(f->rt, f->done, 1);
   hm_dispatch d = {.kernel = f->kernel[step], .ctas = f->grid, .kernarg = f->kernarg, .barrier = true,
                    .completion = f->done};
   d.acquire = d.release = HM_FENCE_SYSTEM;
   if ((s = hm_persistent_launch(q, &d, f->persist, f->arrival_timeout_ns))) return s;
-  if ((s = hm_signal_wait(f->rt, f->done, HM_WAIT_LT, 1, f->step_timeout_ns, false, NULL)))
+  if ((s = hm_heap_wait_step(f->heap, q, f->done, f->step_timeout_ns))) {
+    /* the group stopped: what this launch saw (its status word names its sites) comes first */
+    if (s == HM_ERR_PEER && __atomic_load_n(f->status, __ATOMIC_ACQUIRE)) return launch_status(f);
     return hm_fail_prefix(s, "%s step of %u rows", f->name, rows);
+  }
   if ((s = hm_queue_status(q))) return s;
   return launch_status(f);
 }

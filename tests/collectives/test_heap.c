@@ -24,6 +24,8 @@ struct t_setup {
   size_t half;
   uint64_t timeout_ns;
   bool keep;        /* leave the heap for the caller */
+  bool no_agent;    /* call hm_heap_create without an agent */
+  unsigned claim_tp; /* the TP it gives the set-up (0: tp) */
   hm_status st;
   char err[512];
   uint64_t took_ns;
@@ -32,9 +34,10 @@ struct t_setup {
 
 static void *setup_main(void *p) {
   struct t_setup *t = p;
-  hm_heap_config c = {.rank = t->rank, .tp = t->tp, .half_bytes = t->half, .timeout_ns = t->timeout_ns};
+  hm_heap_config c = {.rank = t->rank, .tp = t->claim_tp ? t->claim_tp : t->tp, .half_bytes = t->half,
+                      .timeout_ns = t->timeout_ns};
   uint64_t t0 = t_now_ns();
-  t->st = hm_heap_create(hm_agent_get(t->rt, t->rank), &c, &t->boot, &t->h);
+  t->st = hm_heap_create(t->no_agent ? NULL : hm_agent_get(t->rt, t->rank), &c, &t->boot, &t->h);
   t->took_ns = t_now_ns() - t0;
   if (t->st) snprintf(t->err, sizeof t->err, "%s", hm_errmsg());
   else if (!t->keep) hm_heap_destroy(t->h), t->h = NULL;
@@ -53,6 +56,21 @@ static void setup_threads(hm_runtime *rt, unsigned tp, unsigned who, uint64_t ti
   }
   for (unsigned r = 0; r < tp; r++)
     if (who >> r & 1) pthread_join(th[r], NULL);
+  hm_boot_group_destroy(g);
+}
+
+/* Run the tp set-ups t[] (filled by the caller) as threads over one group: rank 0 first and, after
+ * delay_us (so it waits in the all-gather), the others. */
+static void run_setups(unsigned tp, struct t_setup *t, unsigned delay_us) {
+  hm_boot_group *g;
+  ck_assert_int_eq(hm_boot_group_create(tp, &g), HM_OK);
+  pthread_t th[HM_MAX_TP];
+  for (unsigned r = 0; r < tp; r++) {
+    ck_assert_int_eq(hm_bootstrap_threads(g, &t[r].boot), HM_OK);
+    if (r == 1) usleep(delay_us);
+    ck_assert_int_eq(pthread_create(&th[r], NULL, setup_main, &t[r]), 0);
+  }
+  for (unsigned r = 0; r < tp; r++) pthread_join(th[r], NULL);
   hm_boot_group_destroy(g);
 }
 
@@ -125,19 +143,11 @@ END_TEST
 START_TEST(threads_rank_fails_setup) {
   hm_runtime *rt = open_rt();
   for (int variant = 0; variant < 2; variant++) {
-    hm_boot_group *g;
-    ck_assert_int_eq(hm_boot_group_create(3, &g), HM_OK);
     struct t_setup t[3];
-    pthread_t th[3];
-    for (unsigned r = 0; r < 3; r++) {
-      t[r] = (struct t_setup){.rt = rt, .rank = r, .tp = 3, .timeout_ns = 60000000000ull};
-      /* variant 0: more than the agent's whole pool */
-      if (r == 1) t[r].half = variant == 0 ? hm_agent_info_of(hm_agent_get(rt, 1))->pool_size[HM_POOL_UNCACHED] : 1u << 20;
-      ck_assert_int_eq(hm_bootstrap_threads(g, &t[r].boot), HM_OK);
-      ck_assert_int_eq(pthread_create(&th[r], NULL, setup_main, &t[r]), 0);
-    }
-    for (unsigned r = 0; r < 3; r++) pthread_join(th[r], NULL);
-    hm_boot_group_destroy(g);
+    for (unsigned r = 0; r < 3; r++) t[r] = (struct t_setup){.rt = rt, .rank = r, .tp = 3, .timeout_ns = 60000000000ull};
+    /* variant 0: more than the agent's whole pool */
+    t[1].half = variant == 0 ? hm_agent_info_of(hm_agent_get(rt, 1))->pool_size[HM_POOL_UNCACHED] : 1u << 20;
+    run_setups(3, t, 0);
     for (unsigned r = 0; r < 3; r++) {
       ck_assert_int_eq(t[r].st, HM_ERR_PEER);
       ck_assert_msg(strstr(t[r].err, variant == 0 ? "rank 1 could not set up" : "rank 1 has halves of 1048576 bytes, rank 0 of"), "rank %u: %s", r,
@@ -323,19 +333,10 @@ END_TEST
  * well under its 30 s bound, naming the mismatch, instead of waiting for a rank that has failed. */
 START_TEST(threads_tp_mismatch_fails_fast) {
   hm_runtime *rt = open_rt();
-  hm_boot_group *g;
-  ck_assert_int_eq(hm_boot_group_create(2, &g), HM_OK);
   struct t_setup t[2];
-  pthread_t th[2];
-  for (unsigned r = 0; r < 2; r++) {
-    t[r] = (struct t_setup){.rt = rt, .rank = r, .tp = r == 1 ? 3 : 2, .timeout_ns = 30000000000ull};
-    ck_assert_int_eq(hm_bootstrap_threads(g, &t[r].boot), HM_OK);
-  }
-  ck_assert_int_eq(pthread_create(&th[0], NULL, setup_main, &t[0]), 0);
-  usleep(200000); /* rank 0 waits in the all-gather when rank 1 comes */
-  ck_assert_int_eq(pthread_create(&th[1], NULL, setup_main, &t[1]), 0);
-  for (unsigned r = 0; r < 2; r++) pthread_join(th[r], NULL);
-  hm_boot_group_destroy(g);
+  for (unsigned r = 0; r < 2; r++) t[r] = (struct t_setup){.rt = rt, .rank = r, .tp = 2, .timeout_ns = 30000000000ull};
+  t[1].claim_tp = 3;
+  run_setups(2, t, 200000);
   ck_assert_int_eq(t[1].st, HM_ERR_INVALID_ARG);
   ck_assert_int_eq(t[0].st, HM_ERR_PEER);
   ck_assert_msg(strstr(t[0].err, "rank 1 of 3, but the group has 2 ranks"), "%s", t[0].err);
@@ -349,21 +350,12 @@ END_TEST
  * others fail at once naming it, not at their bound with "rank N never arrived". */
 START_TEST(threads_rank_without_agent_fails_fast) {
   hm_runtime *rt = open_rt();
-  hm_boot_group *g;
-  ck_assert_int_eq(hm_boot_group_create(3, &g), HM_OK);
   struct t_setup t[3];
-  pthread_t th[3];
-  for (unsigned r = 0; r < 3; r++) {
-    t[r] = (struct t_setup){.rt = rt, .rank = r, .tp = 3, .timeout_ns = 60000000000ull};
-    ck_assert_int_eq(hm_bootstrap_threads(g, &t[r].boot), HM_OK);
-  }
-  for (unsigned r = 0; r < 2; r++) ck_assert_int_eq(pthread_create(&th[r], NULL, setup_main, &t[r]), 0);
-  hm_heap_config c = {.rank = 2, .tp = 3, .timeout_ns = 60000000000ull};
-  hm_heap *h = NULL;
-  ck_assert_int_eq(hm_heap_create(NULL, &c, &t[2].boot, &h), HM_ERR_INVALID_ARG);
-  ck_assert_ptr_null(h);
-  for (unsigned r = 0; r < 2; r++) pthread_join(th[r], NULL);
-  hm_boot_group_destroy(g);
+  for (unsigned r = 0; r < 3; r++) t[r] = (struct t_setup){.rt = rt, .rank = r, .tp = 3, .timeout_ns = 60000000000ull};
+  t[2].no_agent = true;
+  run_setups(3, t, 0);
+  ck_assert_int_eq(t[2].st, HM_ERR_INVALID_ARG);
+  ck_assert_ptr_null(t[2].h);
   for (unsigned r = 0; r < 2; r++) {
     ck_assert_int_eq(t[r].st, HM_ERR_PEER);
     ck_assert_msg(strstr(t[r].err, "rank 2 could not set up") && strstr(t[r].err, "no agent"), "rank %u: %s", r,

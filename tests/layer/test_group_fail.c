@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "helpers.h"
-#include "hm_ffn_group.h"
+#include "hm_ffn.h"
 
 /* The peer bound of these groups: long against what the tests allow (FAST_S), so a peer that
  * learns of a failure only at its bound (the behaviour these tests guard against) fails them, and
@@ -62,20 +62,51 @@ static void *step_main(void *p) {
   return NULL;
 }
 
+/* A TP2 group built by hand (heaps over the threads bootstrap, room for two layers' regions), so
+ * a test can create more runners on it and step each rank on its own. */
 typedef struct {
   hm_runtime *rt;
   hm_layer_weights w[2];
-  hm_ffn_group *g;
+  hm_heap *h[2];
+  hm_ffn *f[2]; /* layer 3 */
   hm_queue *q[2];
   step_bufs b[2];
 } tp2;
+
+typedef struct {
+  hm_runtime *rt;
+  unsigned rank;
+  hm_bootstrap boot;
+  hm_heap *h;
+  hm_status st;
+} heap_rank;
+
+static void *heap_main(void *p) {
+  heap_rank *r = p;
+  hm_heap_config c = {.rank = r->rank, .tp = 2, .half_bytes = 2 * hm_allreduce_region_bytes(2, 96, 4096)};
+  r->st = hm_heap_create(hm_agent_get(r->rt, r->rank), &c, &r->boot, &r->h);
+  return NULL;
+}
 
 static void tp2_open(tp2 *t, const hm_ffn_config *fc, uint64_t seed) {
   hm_layer_config cfg = tl_config("tiny", 3, 0, 0);
   t->rt = tl_open_sim();
   tl_build_group(&cfg, 2, seed, HM_WPART_FFN, t->w);
-  ck_assert_msg(hm_ffn_group_create(t->rt, t->w, 2, fc, &t->g) == HM_OK, "%s", hm_errmsg());
-  for (uint32_t r = 0; r < 2; r++) {
+  hm_boot_group *g;
+  ck_assert_int_eq(hm_boot_group_create(2, &g), HM_OK);
+  heap_rank hr[2];
+  pthread_t th[2];
+  for (unsigned r = 0; r < 2; r++) {
+    hr[r] = (heap_rank){.rt = t->rt, .rank = r};
+    ck_assert_int_eq(hm_bootstrap_threads(g, &hr[r].boot), HM_OK);
+    ck_assert_int_eq(pthread_create(&th[r], NULL, heap_main, &hr[r]), 0);
+  }
+  for (unsigned r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  hm_boot_group_destroy(g);
+  for (unsigned r = 0; r < 2; r++) {
+    ck_assert_msg(hr[r].st == HM_OK, "rank %u's heap failed", r);
+    t->h[r] = hr[r].h;
+    ck_assert_msg(hm_ffn_create(t->h[r], &t->w[r], fc, &t->f[r]) == HM_OK, "%s", hm_errmsg());
     hm_agent *a = hm_agent_get(t->rt, r);
     ck_assert_int_eq(hm_queue_create(a, 64, &t->q[r]), HM_OK);
     bufs_make(t->rt, a, cfg.hidden, &t->b[r]);
@@ -83,8 +114,11 @@ static void tp2_open(tp2 *t, const hm_ffn_config *fc, uint64_t seed) {
 }
 
 static void tp2_close(tp2 *t) {
-  for (uint32_t r = 0; r < 2; r++) hm_queue_destroy(t->q[r]);
-  hm_ffn_group_destroy(t->g);
+  for (uint32_t r = 0; r < 2; r++) {
+    hm_queue_destroy(t->q[r]);
+    hm_ffn_destroy(t->f[r]);
+    ck_assert_int_eq(hm_heap_destroy(t->h[r]), HM_OK);
+  }
   tl_free_group(t->w, 2);
   hm_runtime_close(t->rt);
 }
@@ -100,43 +134,33 @@ static void expect_peer_told(tp2 *t, double failed_at, rank_step *r0, pthread_t 
   ck_assert_msg(after < FAST_S, "rank 0 ended %.2f s after rank 1 failed (peer bound %.0f s): %s", after,
                 PEER_NS / 1e9, r0->err);
   /* and the group stays failed: the next step is refused at once, with the same root cause */
-  ck_assert_int_eq(hm_layer_ffn(hm_ffn_group_rank(t->g, 0), t->q[0], &t->b[0].io), HM_ERR_PEER);
+  ck_assert_int_eq(hm_layer_ffn(t->f[0], t->q[0], &t->b[0].io), HM_ERR_PEER);
   ck_assert_msg(strstr(hm_errmsg(), reason), "%s", hm_errmsg());
   fprintf(stderr, "rank 0 told %.3f s after rank 1 failed: %s\n", after, r0->err);
 }
 
 static pthread_t start_rank0(tp2 *t, rank_step *r0) {
-  *r0 = (rank_step){.f = hm_ffn_group_rank(t->g, 0), .q = t->q[0], .io = &t->b[0].io};
+  *r0 = (rank_step){.f = t->f[0], .q = t->q[0], .io = &t->b[0].io};
   pthread_t th;
   ck_assert_int_eq(pthread_create(&th, NULL, step_main, r0), 0);
   usleep(1000000); /* its kernel is polling for rank 1's pushes by now */
   return th;
 }
 
-/* A rank's step fails on its host (here: no queue) while its peer's kernel waits for it. */
+/* A rank's step fails on its host while its peer's kernel waits for it: no queue, then (a new
+ * group) a queue of another agent, which is this rank's failure too (it used to run there). */
 START_TEST(step_failure_stops_peer) {
-  tp2 t;
-  tp2_open(&t, &bounded, 7100);
-  rank_step r0;
-  pthread_t th = start_rank0(&t, &r0);
-  ck_assert_int_eq(hm_layer_ffn(hm_ffn_group_rank(t.g, 1), NULL, &t.b[1].io), HM_ERR_INVALID_ARG);
-  double failed_at = now_s();
-  ck_assert_msg(strstr(hm_errmsg(), "NULL queue"), "%s", hm_errmsg());
-  expect_peer_told(&t, failed_at, &r0, th, "NULL queue");
-  tp2_close(&t);
-}
-END_TEST
-
-/* A rank's step on a queue of another agent is this rank's failure too (and no longer runs). */
-START_TEST(wrong_queue_stops_peer) {
-  tp2 t;
-  tp2_open(&t, &bounded, 7150);
-  rank_step r0;
-  pthread_t th = start_rank0(&t, &r0);
-  ck_assert_int_eq(hm_layer_ffn(hm_ffn_group_rank(t.g, 1), t.q[0], &t.b[1].io), HM_ERR_INVALID_ARG);
-  double failed_at = now_s();
-  expect_peer_told(&t, failed_at, &r0, th, "the queue is on agent 0");
-  tp2_close(&t);
+  for (int variant = 0; variant < 2; variant++) {
+    tp2 t;
+    tp2_open(&t, &bounded, 7100 + (uint64_t)variant);
+    rank_step r0;
+    pthread_t th = start_rank0(&t, &r0);
+    hm_queue *q = variant == 0 ? NULL : t.q[0];
+    ck_assert_int_eq(hm_layer_ffn(t.f[1], q, &t.b[1].io), HM_ERR_INVALID_ARG);
+    double failed_at = now_s();
+    expect_peer_told(&t, failed_at, &r0, th, variant == 0 ? "NULL queue" : "the queue is on agent 0");
+    tp2_close(&t);
+  }
 }
 END_TEST
 
@@ -148,7 +172,7 @@ START_TEST(create_failure_stops_peer) {
   rank_step r0;
   pthread_t th = start_rank0(&t, &r0);
   hm_ffn *f = NULL;
-  ck_assert_int_eq(hm_ffn_create(hm_ffn_group_heap(t.g, 1), &t.w[0], &bounded, &f), HM_ERR_INVALID_ARG);
+  ck_assert_int_eq(hm_ffn_create(t.h[1], &t.w[0], &bounded, &f), HM_ERR_INVALID_ARG);
   double failed_at = now_s();
   ck_assert_ptr_null(f);
   expect_peer_told(&t, failed_at, &r0, th, "the weights are rank 0's");
@@ -168,11 +192,11 @@ START_TEST(watchdog_names_the_hung_rank) {
   tp2 t;
   tp2_open(&t, &fc, 7300);
   /* rank 1 first: its launch is the first of kernel ffn, whose CTA 1 is held */
-  rank_step r1 = {.f = hm_ffn_group_rank(t.g, 1), .q = t.q[1], .io = &t.b[1].io};
+  rank_step r1 = {.f = t.f[1], .q = t.q[1], .io = &t.b[1].io};
   pthread_t th1;
   ck_assert_int_eq(pthread_create(&th1, NULL, step_main, &r1), 0);
   usleep(300000);
-  rank_step r0 = {.f = hm_ffn_group_rank(t.g, 0), .q = t.q[0], .io = &t.b[0].io};
+  rank_step r0 = {.f = t.f[0], .q = t.q[0], .io = &t.b[0].io};
   pthread_t th0;
   ck_assert_int_eq(pthread_create(&th0, NULL, step_main, &r0), 0);
   pthread_join(th1, NULL);
@@ -185,6 +209,69 @@ START_TEST(watchdog_names_the_hung_rank) {
 }
 END_TEST
 
+/* Both ranks step at once (threads), rank r with runner f[r] and rows[r]; both must fail within
+ * FAST_S with HM_ERR_PEER naming the disagreement and both steps. */
+static void expect_disagreement(tp2 *t, hm_ffn *f0, hm_ffn *f1, const uint32_t rows[2], const char *mine,
+                                const char *theirs) {
+  rank_step rs[2] = {{.f = f0, .q = t->q[0], .io = &t->b[0].io}, {.f = f1, .q = t->q[1], .io = &t->b[1].io}};
+  hm_ffn_io io[2];
+  pthread_t th[2];
+  double t0 = now_s();
+  for (uint32_t r = 0; r < 2; r++) {
+    io[r] = t->b[r].io;
+    io[r].rows = rows[r];
+    rs[r].io = &io[r];
+    ck_assert_int_eq(pthread_create(&th[r], NULL, step_main, &rs[r]), 0);
+  }
+  for (uint32_t r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  for (uint32_t r = 0; r < 2; r++) {
+    ck_assert_msg(rs[r].st == HM_ERR_PEER, "rank %u: %s: %s", r, hm_status_name(rs[r].st), rs[r].err);
+    ck_assert_msg(strstr(rs[r].err, "steps disagree") && strstr(rs[r].err, mine) && strstr(rs[r].err, theirs),
+                  "rank %u does not name both steps: %s", r, rs[r].err);
+    /* a tiny TP2 step takes well under a second here; the peer bound is 20 s */
+    ck_assert_msg(rs[r].end - t0 < FAST_S, "rank %u ended after %.2f s: %s", r, rs[r].end - t0, rs[r].err);
+  }
+  fprintf(stderr, "both ranks told within %.3f s: %s\n",
+          (rs[0].end > rs[1].end ? rs[0].end : rs[1].end) - t0, rs[0].err);
+}
+
+/* The ranks disagree on the step's rows: each way round (rank 0 with more rows lays its pushes
+ * where rank 1's fewer rows read them, so rank 1's launch completes on them: the check after the
+ * launch catches that; the other way both wait, and the check while waiting does). */
+START_TEST(rows_disagree) {
+  tp2 t;
+  tp2_open(&t, &bounded, 7500);
+  const uint32_t more0[2] = {2, 1};
+  expect_disagreement(&t, t.f[0], t.f[1], more0, "layer 3, 2 rows",
+                      "layer 3, 1 rows");
+  tp2_close(&t);
+  tp2_open(&t, &bounded, 7501);
+  const uint32_t more1[2] = {1, 2};
+  expect_disagreement(&t, t.f[0], t.f[1], more1, "layer 3, 1 rows",
+                      "layer 3, 2 rows");
+  tp2_close(&t);
+}
+END_TEST
+
+/* The ranks disagree on the layer: rank 0 steps layer 3, rank 1 layer 4 (both ranks created both
+ * layers, in the same order). */
+START_TEST(layers_disagree) {
+  tp2 t;
+  tp2_open(&t, &bounded, 7600);
+  hm_layer_config c4 = tl_config("tiny", 4, 0, 0);
+  hm_layer_weights w4[2];
+  tl_build_group(&c4, 2, 7601, HM_WPART_FFN, w4);
+  hm_ffn *f4[2];
+  for (uint32_t r = 0; r < 2; r++)
+    ck_assert_msg(hm_ffn_create(t.h[r], &w4[r], &bounded, &f4[r]) == HM_OK, "%s", hm_errmsg());
+  const uint32_t rows[2] = {1, 1};
+  expect_disagreement(&t, t.f[0], f4[1], rows, "layer 3, 1 rows", "layer 4, 1 rows");
+  for (uint32_t r = 0; r < 2; r++) hm_ffn_destroy(f4[r]);
+  tl_free_group(w4, 2);
+  tp2_close(&t);
+}
+END_TEST
+
 /* The bounds must be ordered so the first to expire names the root cause. */
 START_TEST(bounds_out_of_order_refused) {
   tp2 t;
@@ -192,11 +279,11 @@ START_TEST(bounds_out_of_order_refused) {
   hm_ffn *f = NULL;
   hm_ffn_config fc = bounded;
   fc.arrival_timeout_ns = PEER_NS; /* not below the peer bound */
-  ck_assert_int_eq(hm_ffn_create(hm_ffn_group_heap(t.g, 0), &t.w[0], &fc, &f), HM_ERR_INVALID_ARG);
+  ck_assert_int_eq(hm_ffn_create(t.h[0], &t.w[0], &fc, &f), HM_ERR_INVALID_ARG);
   ck_assert_msg(strstr(hm_errmsg(), "bounds out of order"), "%s", hm_errmsg());
   fc = bounded;
   fc.step_timeout_ns = PEER_NS; /* not above it */
-  ck_assert_int_eq(hm_ffn_create(hm_ffn_group_heap(t.g, 0), &t.w[0], &fc, &f), HM_ERR_INVALID_ARG);
+  ck_assert_int_eq(hm_ffn_create(t.h[0], &t.w[0], &fc, &f), HM_ERR_INVALID_ARG);
   ck_assert_msg(strstr(hm_errmsg(), "step 20.000 s"), "%s", hm_errmsg());
   ck_assert_ptr_null(f);
   tp2_close(&t);
@@ -206,9 +293,10 @@ END_TEST
 Suite *hm_test_suite(void) {
   const tl_case tests[] = {
       {"step_failure_stops_peer", step_failure_stops_peer},
-      {"wrong_queue_stops_peer", wrong_queue_stops_peer},
       {"create_failure_stops_peer", create_failure_stops_peer},
       {"watchdog_names_the_hung_rank", watchdog_names_the_hung_rank},
+      {"rows_disagree", rows_disagree},
+      {"layers_disagree", layers_disagree},
       {"bounds_out_of_order_refused", bounds_out_of_order_refused},
   };
   return TL_SUITE("group_fail", tests, 120);
