@@ -122,8 +122,8 @@ hm_status hm_ar_status(const hm_ar *ar) {
   if (!ar) return hm_fail(HM_ERR_INVALID_ARG, "hm_ar_status: NULL all-reduce");
   uint32_t code = __atomic_load_n(ar->status, __ATOMIC_ACQUIRE);
   if (!code) return HM_OK;
-  char why[200];
-  hm_coll_describe(code, why, sizeof why);
+  char why[AR_REASON_BYTES + 200];
+  hm_heap_describe(ar->h, code, why, sizeof why);
   return hm_fail(HM_ERR_PEER, "all-reduce (rank %u of %u): %s", ar->h->rank, ar->h->tp, why);
 }
 
@@ -179,7 +179,8 @@ hm_status hm_allreduce(hm_ar *ar, hm_queue *q, const void *in, void *out, uint32
   hm_signal_store(ar->rt, ar->sig[i], 1);
   if ((s = hm_queue_dispatch(q, &d, 1))) {
     hm_signal_store(ar->rt, ar->sig[i], 0);
-    return s;
+    /* the peers' launches of this step wait for this rank's pushes: stop them now, with why */
+    return hm_heap_fail(ar->h, s, NULL);
   }
   ar->used[i] = true;
   ar->next = (i + 1) % SLOTS;
@@ -216,7 +217,8 @@ hm_status hm_ar_wait(hm_ar *ar, uint64_t timeout_ns) {
   for (unsigned i = 0; i < SLOTS; i++) {
     if (!ar->used[i]) continue;
     hm_status s = hm_signal_wait(ar->rt, ar->sig[i], HM_WAIT_EQ, 0, hm_coll_left(deadline), false, NULL);
-    if (s) return hm_fail_prefix(s, "hm_ar_wait (rank %u of %u)", ar->h->rank, ar->h->tp);
+    /* a fault of this rank's launch (or its wait's end) stops the group, so the peers end now */
+    if (s) return hm_heap_fail(ar->h, hm_fail_prefix(s, "hm_ar_wait (rank %u of %u)", ar->h->rank, ar->h->tp), NULL);
   }
   return hm_ar_status(ar);
 }

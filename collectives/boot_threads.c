@@ -76,11 +76,15 @@ static hm_status threads_allgather(void *ctx, unsigned rank, unsigned tp, const 
   hm_boot_group *g = ctx;
   if (!g || !mine || !all || bytes == 0)
     return hm_fail(HM_ERR_INVALID_ARG, "thread bootstrap: NULL argument or zero bytes");
-  if (tp != g->tp || rank >= tp)
-    return hm_fail(HM_ERR_INVALID_ARG, "thread bootstrap: rank %u of %u, but the group has %u ranks", rank, tp, g->tp);
   uint64_t deadline = hm_coll_now_ns() + timeout_ns;
   char why[400];
   pthread_mutex_lock(&g->lock);
+  if (tp != g->tp || rank >= tp) {
+    /* the others would wait for this rank until their bound: the group is broken now */
+    snprintf(why, sizeof why, "thread bootstrap: rank %u of %u, but the group has %u ranks", rank, tp, g->tp);
+    break_group(g, why);
+    return hm_fail(HM_ERR_INVALID_ARG, "%s", why);
+  }
   if (g->broken[0]) {
     snprintf(why, sizeof why, "%s", g->broken);
     pthread_mutex_unlock(&g->lock);

@@ -1,5 +1,5 @@
 /* collectives/coll_internal.h: what the collectives module's files share: the heap's structure,
- * clocks and deadlines, and the decoding of a status code into one line. */
+ * clocks and deadlines. */
 #ifndef HM_COLL_INTERNAL_H
 #define HM_COLL_INTERNAL_H
 
@@ -21,6 +21,9 @@ struct hm_heap {
   size_t reserved;                /* bytes of each half handed out by hm_heap_reserve */
   pthread_mutex_t lock;
   unsigned users;                 /* hm_allreduce objects on this heap */
+  bool failed;                    /* this rank's reason is in its arena (hm_heap_fail) */
+  uint64_t header;                /* this rank's step header (hm_heap_step_begin), 0 before any */
+  hm_signal copies;               /* counts down the header's copies into every arena */
 };
 
 static inline uint64_t hm_coll_now_ns(void) {
@@ -35,7 +38,5 @@ static inline uint64_t hm_coll_left(uint64_t deadline) {
   return now < deadline ? deadline - now : 0;
 }
 
-/* One line for a status / abort code (device/kernels/ar_args.h), as seen by rank `rank`. */
-void hm_coll_describe(uint32_t code, char *buf, size_t cap);
 
 #endif /* HM_COLL_INTERNAL_H */

@@ -12,6 +12,10 @@
 #define HELLO_VERSION 1u
 #define DEFAULT_ROWS 48u
 #define DEFAULT_WIDTH 5120u
+/* the host stage page: words 64.. the abort words' copies, then a reason going out, one coming in */
+#define STAGE_REASON_OUT 2048u
+#define STAGE_REASON_IN (STAGE_REASON_OUT + AR_REASON_BYTES)
+_Static_assert(STAGE_REASON_IN + AR_REASON_BYTES <= 4096, "the reasons fit the stage page");
 
 /* Round 1: who I am, my arena's handle, or why I could not make one. */
 struct hello {
@@ -34,7 +38,7 @@ size_t hm_allreduce_region_bytes(unsigned tp, uint32_t rows, uint32_t width) {
 
 static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
-void hm_coll_describe(uint32_t code, char *buf, size_t cap) {
+static void describe_code(uint32_t code, char *buf, size_t cap) {
   uint32_t peer1 = AR_STATUS_PEER1(code), where = AR_STATUS_WHERE(code);
   char site[48];
   if (where == AR_WHERE_STANDALONE) snprintf(site, sizeof site, "the standalone all-reduce");
@@ -48,13 +52,33 @@ void hm_coll_describe(uint32_t code, char *buf, size_t cap) {
     if (peer1) snprintf(buf, cap, "the host of rank %u stopped the group", peer1 - 1);
     else snprintf(buf, cap, "a host stopped the group");
     break;
+  case AR_ERR_FAILED:
+    snprintf(buf, cap, "rank %u failed (%s)", peer1 ? peer1 - 1 : 0, hm_status_name((hm_status)where));
+    break;
+  case AR_ERR_STEP: snprintf(buf, cap, "the ranks' steps disagree (seen by rank %u)", peer1 ? peer1 - 1 : 0); break;
   case AR_ERR_ARGS: snprintf(buf, cap, "a launch's arguments were out of range (%s)", site); break;
   default: snprintf(buf, cap, "unknown status 0x%08x", code);
   }
 }
 
+void hm_heap_describe(hm_heap *h, uint32_t code, char *buf, size_t cap) {
+  describe_code(code, buf, cap);
+  uint32_t peer1 = AR_STATUS_PEER1(code);
+  if ((AR_STATUS_CODE(code) != AR_ERR_FAILED && AR_STATUS_CODE(code) != AR_ERR_STEP) || !peer1 || peer1 > h->tp) return;
+  /* the rank that stopped the group wrote its reason into its own arena before any abort word */
+  char *why = (char *)h->stage + STAGE_REASON_IN;
+  hm_signal none = {0};
+  pthread_mutex_lock(&h->lock);
+  hm_status s = hm_mem_copy(h->rt, why, h->peer[peer1 - 1] + AR_REASON_OFF, AR_REASON_BYTES, none);
+  why[AR_REASON_BYTES - 1] = 0;
+  size_t n = strlen(buf);
+  if (!s && why[0] && n < cap) snprintf(buf + n, cap - n, ": %s", why);
+  pthread_mutex_unlock(&h->lock);
+}
+
 /* Free what a (partial) set-up holds. */
 static void release_heap(hm_heap *h) {
+  if (h->copies.handle) hm_signal_destroy(h->rt, h->copies);
   for (unsigned r = 0; r < h->tp; r++)
     if (h->peer[r] && h->peer[r] != h->arena) hm_ipc_detach(h->rt, h->peer[r]);
   if (h->arena) hm_mem_free(h->rt, h->arena);
@@ -67,6 +91,7 @@ static void release_heap(hm_heap *h) {
 static hm_status local_setup(hm_heap *h, hm_ipc_handle *handle) {
   hm_status s;
   if ((s = hm_mem_alloc(h->a, HM_POOL_HOST, 4096, 0, (void **)&h->stage))) return s;
+  if ((s = hm_signal_create(h->rt, 0, &h->copies))) return s;
   if ((s = hm_mem_alloc(h->a, HM_POOL_UNCACHED, h->arena_bytes, 0, (void **)&h->arena)))
     return hm_fail_prefix(s, "allocating its %zu-byte arena", h->arena_bytes);
   /* zero: no tag is 0, so no poll can take never-written memory for a push */
@@ -83,18 +108,39 @@ static hm_status write_table(hm_heap *h) {
   return hm_mem_copy(h->rt, h->arena + AR_PEERS_OFF, t, 8 * HM_MAX_TP, none);
 }
 
+/* A rank that cannot even start its set-up (no agent, no uncached pool, a bad size) still takes
+ * part in round 1, as failed with its reason, so the others fail at once naming it instead of
+ * waiting out the set-up's bound for a rank that never arrives. Returns s, its message kept. */
+static hm_status join_failed(const hm_heap_config *cfg, const hm_bootstrap *boot, hm_status s) {
+  struct hello mine = {.magic = HELLO_MAGIC, .version = HELLO_VERSION, .rank = cfg->rank, .tp = cfg->tp,
+                       .pid = (uint64_t)getpid()};
+  snprintf(mine.err, sizeof mine.err, "%s", hm_errmsg());
+  char msg[sizeof mine.err];
+  snprintf(msg, sizeof msg, "%s", hm_errmsg());
+  struct hello *all = calloc(cfg->tp, sizeof *all);
+  if (all) {
+    (void)boot->allgather(boot->ctx, cfg->rank, cfg->tp, &mine, sizeof mine, all,
+                          cfg->timeout_ns ? cfg->timeout_ns : 30000000000ull);
+    free(all);
+  }
+  return hm_fail(s, "%s", msg);
+}
+
 hm_status hm_heap_create(hm_agent *a, const hm_heap_config *cfg, const hm_bootstrap *boot, hm_heap **out) {
   if (!out) return hm_fail(HM_ERR_INVALID_ARG, "hm_heap_create: out is NULL");
   *out = NULL;
-  if (!a || !cfg || !boot || !boot->allgather) return hm_fail(HM_ERR_INVALID_ARG, "hm_heap_create: NULL argument");
+  if (!cfg || !boot || !boot->allgather) return hm_fail(HM_ERR_INVALID_ARG, "hm_heap_create: NULL argument");
   if (cfg->tp < 1 || cfg->tp > HM_MAX_TP || cfg->rank >= cfg->tp)
     return hm_fail(HM_ERR_INVALID_ARG, "hm_heap_create: rank %u of %u (tp is 1 .. %d)", cfg->rank, cfg->tp, HM_MAX_TP);
-  const hm_agent_info *ai = hm_agent_info_of(a);
+  const hm_agent_info *ai = a ? hm_agent_info_of(a) : NULL;
   if (!ai || !ai->pool_present[HM_POOL_UNCACHED])
-    return hm_fail(HM_ERR_UNSUPPORTED, "hm_heap_create: agent %u has no uncached (extended fine-grained) pool",
-                   hm_agent_index(a));
+    return join_failed(cfg, boot,
+                       a ? hm_fail(HM_ERR_UNSUPPORTED, "hm_heap_create: agent %u has no uncached (extended "
+                                                       "fine-grained) pool", hm_agent_index(a))
+                         : hm_fail(HM_ERR_INVALID_ARG, "hm_heap_create: rank %u has no agent (NULL)", cfg->rank));
   size_t half = cfg->half_bytes ? cfg->half_bytes : hm_allreduce_region_bytes(cfg->tp, DEFAULT_ROWS, DEFAULT_WIDTH);
-  if (half > ((size_t)1 << 40)) return hm_fail(HM_ERR_INVALID_ARG, "hm_heap_create: a half of %zu bytes", half);
+  if (half > ((size_t)1 << 40))
+    return join_failed(cfg, boot, hm_fail(HM_ERR_INVALID_ARG, "hm_heap_create: a half of %zu bytes", half));
   half = round_up(half, 4096);
   size_t granule = ai->pool_granule[HM_POOL_UNCACHED] ? ai->pool_granule[HM_POOL_UNCACHED] : 4096;
   uint64_t timeout = cfg->timeout_ns ? cfg->timeout_ns : 30000000000ull;
@@ -241,22 +287,151 @@ hm_status hm_heap_check(hm_heap *h) {
   hm_status s = read_abort(h, &code);
   if (s) return s;
   if (!code) return HM_OK;
-  char why[200];
-  hm_coll_describe(code, why, sizeof why);
+  char why[AR_REASON_BYTES + 200];
+  hm_heap_describe(h, code, why, sizeof why);
   return hm_fail(HM_ERR_PEER, "heap (rank %u of %u): %s", h->rank, h->tp, why);
+}
+
+/* Every rank's abort word takes `code` unless it holds a cause already (a kernel's timeout, an
+ * earlier failure): the first is the root. Caller holds the lock. */
+static hm_status set_abort_words(hm_heap *h, uint32_t code) {
+  hm_signal none = {0};
+  hm_status s = HM_OK;
+  h->stage[80] = code;
+  for (unsigned r = 0; r < h->tp && !s; r++) {
+    s = hm_mem_copy(h->rt, h->stage + 81, h->peer[r] + AR_ABORT_OFF, 4, none);
+    if (!s && h->stage[81] == 0) s = hm_mem_copy(h->rt, h->peer[r] + AR_ABORT_OFF, h->stage + 80, 4, none);
+  }
+  return s;
 }
 
 hm_status hm_heap_abort(hm_heap *h) {
   if (!h) return hm_fail(HM_ERR_INVALID_ARG, "hm_heap_abort: NULL heap");
-  hm_signal none = {0};
   pthread_mutex_lock(&h->lock);
-  hm_status s = HM_OK;
-  h->stage[80] = AR_STATUS(AR_ERR_ABORTED, h->rank + 1u, AR_WHERE_HOST);
-  for (unsigned r = 0; r < h->tp && !s; r++) {
-    /* a cause already there (a kernel's timeout) stays: it is the root */
-    s = hm_mem_copy(h->rt, h->stage + 81, h->peer[r] + AR_ABORT_OFF, 4, none);
-    if (!s && h->stage[81] == 0) s = hm_mem_copy(h->rt, h->peer[r] + AR_ABORT_OFF, h->stage + 80, 4, none);
-  }
+  hm_status s = set_abort_words(h, AR_STATUS(AR_ERR_ABORTED, h->rank + 1u, AR_WHERE_HOST));
   pthread_mutex_unlock(&h->lock);
   return s;
+}
+
+/* Stop the group with `code`, this rank's words `msg` going first into its arena (once: the first
+ * reason stays with the first cause). */
+static hm_status stop_group(hm_heap *h, uint32_t code, const char *msg) {
+  hm_signal none = {0};
+  pthread_mutex_lock(&h->lock);
+  hm_status w = HM_OK;
+  if (!h->failed) {
+    char *out = (char *)h->stage + STAGE_REASON_OUT;
+    memset(out, 0, AR_REASON_BYTES);
+    size_t n = strlen(msg);
+    memcpy(out, msg, n < AR_REASON_BYTES - 1 ? n : AR_REASON_BYTES - 1);
+    w = hm_mem_copy(h->rt, h->arena + AR_REASON_OFF, out, AR_REASON_BYTES, none);
+    h->failed = true;
+  }
+  if (!w) w = set_abort_words(h, code);
+  pthread_mutex_unlock(&h->lock);
+  if (w) hm_log(HM_LOG_ERROR, "heap (rank %u of %u): could not stop the group: %s", h->rank, h->tp, hm_errmsg());
+  hm_log(HM_LOG_INFO, "heap (rank %u of %u): stopped the group: %s", h->rank, h->tp, msg);
+  return w;
+}
+
+hm_status hm_heap_fail(hm_heap *h, hm_status s, const char *reason) {
+  if (!h || s == HM_OK) return s;
+  /* the caller's message is its own answer: keep it whatever the copies below do */
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", reason ? reason : hm_errmsg());
+  stop_group(h, AR_STATUS(AR_ERR_FAILED, h->rank + 1u, (uint32_t)s), msg);
+  return hm_fail(s, "%s", msg);
+}
+
+/* ---------------------------------------------------------------- step headers
+ *
+ * One u64 a rank: the step's number (32 bits, from 1), kind (4), layer + 1 (12) and rows (16),
+ * written whole by one copy into its slot of every arena, so a host reads each peer's slot as one
+ * step's header or the next's, all of them in one copy of its own arena's table. */
+
+static uint64_t header_of(uint32_t n, uint32_t kind, int32_t layer, uint32_t rows) {
+  return (uint64_t)n << 32 | (uint64_t)(kind & 0xfu) << 28 | (uint64_t)((uint32_t)(layer + 1) & 0xfffu) << 16 |
+         (rows & 0xffffu);
+}
+
+static void describe_header(uint64_t hd, char *buf, size_t cap) {
+  uint32_t kind = (uint32_t)(hd >> 28) & 0xfu, layer1 = (uint32_t)(hd >> 16) & 0xfffu, rows = (uint32_t)hd & 0xffffu;
+  const char *k = kind == HM_STEP_FFN ? "an FFN launch step" : kind == HM_STEP_K2 ? "a K2 step" : "a step";
+  if (layer1) snprintf(buf, cap, "%s of layer %u, %u rows", k, layer1 - 1, rows);
+  else snprintf(buf, cap, "%s of %u rows", k, rows);
+}
+
+hm_status hm_heap_step_begin(hm_heap *h, hm_step_kind kind, int32_t layer, uint32_t rows) {
+  if (!h) return hm_fail(HM_ERR_INVALID_ARG, "hm_heap_step_begin: NULL heap");
+  pthread_mutex_lock(&h->lock);
+  h->header = header_of((uint32_t)(h->header >> 32) + 1u, kind, layer, rows);
+  memcpy(h->stage + 96, &h->header, 8);
+  /* the tp copies in flight together, one wait for all */
+  hm_signal_store(h->rt, h->copies, h->tp);
+  hm_status s = HM_OK;
+  unsigned issued = 0;
+  for (unsigned r = 0; r < h->tp && !s; r++)
+    if (!(s = hm_mem_copy(h->rt, h->peer[r] + AR_HEADERS_OFF + 8u * h->rank, h->stage + 96, 8, h->copies))) issued++;
+  /* each copy issued counts the signal down by one */
+  hm_status w = hm_signal_wait(h->rt, h->copies, HM_WAIT_LT, (int64_t)(h->tp - issued) + 1, 60000000000ull, false, NULL);
+  pthread_mutex_unlock(&h->lock);
+  return s ? s : w;
+}
+
+/* Stop the group (*stopped) if a peer's current step has this rank's number and another shape. */
+static hm_status compare_steps(hm_heap *h, bool *stopped) {
+  hm_signal none = {0};
+  uint64_t t[HM_MAX_TP];
+  hm_status s = HM_OK;
+  for (int look = 0; look < 2 && !s; look++) {
+    pthread_mutex_lock(&h->lock);
+    s = hm_mem_copy(h->rt, h->stage + 100, h->arena + AR_HEADERS_OFF, 8u * h->tp, none);
+    memcpy(t, h->stage + 100, 8u * h->tp);
+    pthread_mutex_unlock(&h->lock);
+    unsigned r = 0;
+    while (r < h->tp && (r == h->rank || t[r] >> 32 != h->header >> 32 || t[r] == h->header)) r++;
+    if (s || r == h->tp) return s;
+    if (look == 0) continue; /* seen once: look again, a copy racing that peer's next header */
+    char a[96], b[96], msg[400];
+    describe_header(t[r], a, sizeof a);
+    describe_header(h->header, b, sizeof b);
+    snprintf(msg, sizeof msg, "rank %u's step %u is %s, rank %u's is %s (every rank must make the same steps)", r,
+             (unsigned)(h->header >> 32), a, h->rank, b);
+    *stopped = true;
+    return stop_group(h, AR_STATUS(AR_ERR_STEP, h->rank + 1u, 0u), msg);
+  }
+  return s;
+}
+
+hm_status hm_heap_wait_step(hm_heap *h, hm_queue *q, hm_signal done, uint64_t timeout_ns) {
+  if (!h || !q) return hm_fail(HM_ERR_INVALID_ARG, "hm_heap_wait_step: NULL heap or queue");
+  uint64_t start = hm_coll_now_ns(), slice = 2000000ull; /* 2 ms, growing to 50 ms */
+  bool stopped = false;
+  for (;;) {
+    uint64_t spent = hm_coll_now_ns() - start, left = spent < timeout_ns ? timeout_ns - spent : 0;
+    hm_status s = hm_signal_wait(h->rt, done, HM_WAIT_LT, 1, left < slice ? left : slice, false, NULL);
+    /* Ended: the peers' headers of this step are in place (its pushes, which this launch read,
+     * came after them), so a step that completed on pushes laid out alike for another step (the
+     * same rows, another kind) is caught here rather than returning its mixture. */
+    if (s == HM_OK) {
+      if (h->header && !stopped && (s = compare_steps(h, &stopped))) return s;
+      /* a group stopped while this launch ran, or a disagreement found now, is the step's answer */
+      return stopped ? hm_heap_check(h) : HM_OK;
+    }
+    /* A signal wait reports the first fault of any queue of the runtime, once: another rank's (a
+     * thread a rank) is that rank's to report, and its host stops the group; this rank's own
+     * queue keeps its fault (hm_queue_status), whichever thread the signal wait told. */
+    if (s == HM_ERR_QUEUE_FAULT || s == HM_ERR_TIMEOUT) s = hm_queue_status(q) ? HM_ERR_QUEUE_FAULT : HM_ERR_TIMEOUT;
+    if (s != HM_ERR_TIMEOUT) return s;
+    if (!left)
+      return hm_fail(HM_ERR_TIMEOUT, "the launch had not ended after %.3f s (the step bound)", timeout_ns / 1e9);
+    /* A step that takes this long may be waiting for a peer in another step: once the group is
+     * stopped, the launch ends at its next poll, and this wait sees it end. */
+    if (h->header && !stopped) {
+      uint32_t code = 0;
+      if ((s = compare_steps(h, &stopped)) || (s = read_abort(h, &code))) return s;
+      stopped = stopped || code != 0;
+    }
+    if (slice < 50000000ull) slice *= 2;
+  }
 }

@@ -93,11 +93,38 @@ struct hm_ar_link;
 hm_status hm_heap_link(const hm_heap *h, uint32_t *status, uint64_t timeout_ns, struct hm_ar_link *out);
 
 /* HM_OK while no rank has given up; else HM_ERR_PEER with the cause (the rank that was waited for
- * in vain, or whose host stopped the group). A failed group stays failed: tear it down. */
+ * in vain, whose host stopped the group, or which failed, with its own reason). A failed group
+ * stays failed: tear it down. */
 hm_status hm_heap_check(hm_heap *h);
 /* Stop the group: every rank's waits on peers end at their next poll, as if a peer had timed out
  * (HM_ERR_PEER naming this rank). For a host that learns of a peer's death before its kernels do. */
 hm_status hm_heap_abort(hm_heap *h);
+/* Stop the group because this rank failed with s (not HM_OK): `reason` (one line; NULL: the
+ * thread's hm_errmsg()) goes into this rank's arena, then every rank's abort word names this rank
+ * and s, so every peer's kernel ends its waits at its next poll and every peer's host returns
+ * HM_ERR_PEER with "rank R failed (HM_ERR_...): reason". A cause already recorded stays (the
+ * first failure is the root). The layer runners call it on every failure of a create or step
+ * that would leave peers waiting (docs/api.md, "A group fails together"); a serving stack calls
+ * it when its own part of a step fails on one rank. Returns s with the thread's message kept. */
+hm_status hm_heap_fail(hm_heap *h, hm_status s, const char *reason);
+/* Every rank makes the same steps in the same order. A synchronous step through the heap (the
+ * FFN launch's, K2's) publishes its header first: its number (the n-th such step of this rank),
+ * kind, layer (-1: none) and rows; while it waits for its launch (hm_heap_wait_step) the host reads
+ * its peers' headers, and a peer whose n-th step is another kind, layer or rows stops the group
+ * at once: every rank returns HM_ERR_PEER naming both steps, instead of waiting out the peer bound
+ * for pushes laid out for another step (or, rows coinciding, reading them). */
+typedef enum hm_step_kind { HM_STEP_FFN = 1, HM_STEP_K2 = 2 } hm_step_kind;
+hm_status hm_heap_step_begin(hm_heap *h, hm_step_kind kind, int32_t layer, uint32_t rows);
+/* Wait up to timeout_ns for a launch on q, the heap's agent's, to end (its completion signal
+ * below 1), comparing the step headers while it runs (a disagreement stops the group; the launch
+ * then ends at its next poll). A fault is reported only when it is q's: another rank's queue
+ * (ranks as threads of one runtime) is that rank's to report. */
+hm_status hm_heap_wait_step(hm_heap *h, hm_queue *q, hm_signal done, uint64_t timeout_ns);
+
+/* One line for a status or abort word a launch reported (kernels/ar_args.h's encoding), with the
+ * failed rank's own reason when one stopped the group: for the runners of kernels that link to
+ * the heap. */
+void hm_heap_describe(hm_heap *h, uint32_t code, char *buf, size_t cap);
 
 /* ---------------------------------------------------------------- the standalone all-reduce
  *

@@ -164,6 +164,9 @@ DEV_INLINE u32 ar_reduce(const struct ar_view *v, u32 f, u32 stride, u32 n, u32 
       w[i * AR_MAX_TP + s] = 0;
       if (i < n && s < v->tp) missing |= 1u << (i * AR_MAX_TP + s);
     }
+  u32 own = 0; /* the bits of this rank's own pushes */
+#pragma unroll
+  for (u32 i = 0; i < AR_MAX_BATCH; i++) own |= 1u << (i * AR_MAX_TP + v->rank);
   dev_poll_t poll;
   u32 polling = 0;
   for (;;) {
@@ -203,7 +206,10 @@ DEV_INLINE u32 ar_reduce(const struct ar_view *v, u32 f, u32 stride, u32 n, u32 
         return AR_ERR_TIMEOUT;
       }
     }
-    dev_poll_wait(&poll);
+    /* a wait on this rank's own push is a wait on its own kernel, which the software agent's
+     * watchdog judges; one only on peers' pushes is theirs to end, by the peer bound (dev.h) */
+    if (missing & own) dev_poll_wait(&poll);
+    else dev_poll_wait_peer(&poll);
   }
   if (polling) dev_poll_done(&poll);
 #pragma unroll

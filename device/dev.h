@@ -466,12 +466,15 @@ DEV_INLINE void dev_poll_wait(dev_poll_t *p) {
   p->round++;
 }
 DEV_INLINE void dev_poll_done(dev_poll_t *p) { (void)p; }
+DEV_INLINE void dev_poll_wait_peer(dev_poll_t *p) { dev_poll_wait(p); }
 #else
-DEV_INLINE void dev_poll_wait(dev_poll_t *p) { dev_host->poll_wait(p->round++); }
+DEV_INLINE void dev_poll_wait(dev_poll_t *p) { dev_host->poll_wait(p->round++ & ~DEV_POLL_PEER); }
 DEV_INLINE void dev_poll_done(dev_poll_t *p) {
   (void)p;
   dev_host->poll_done();
 }
+/* a round of a wait on a peer rank (device/ar.h), which its own deadline bounds (dev_host.h) */
+DEV_INLINE void dev_poll_wait_peer(dev_poll_t *p) { dev_host->poll_wait((p->round++ & ~DEV_POLL_PEER) | DEV_POLL_PEER); }
 #endif
 /* ticks of DEV_REALTIME_HZ since dev_poll_init */
 DEV_INLINE u64 dev_poll_elapsed(const dev_poll_t *p) { return dev_realtime() - p->start; }

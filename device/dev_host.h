@@ -83,6 +83,11 @@ enum dev_cvt_op {
   DEV_CVT_F32_BF8     /* v_cvt_f32_bf8 of one byte */
 };
 
+/* A poll round of a wait on a peer rank, which its own deadline bounds (device/ar.h): the software
+ * agent's watchdog leaves such a kernel to that deadline, which names the peer, instead of failing
+ * it as a kernel without progress (dev_poll_wait_peer). */
+#define DEV_POLL_PEER 0x80000000u
+
 struct dev_host_ops {
   u32 abi;
   /* ids and counts of the calling work-item, read from the dispatch */
@@ -106,7 +111,7 @@ struct dev_host_ops {
                 enum dev_order order, enum dev_scope scope);
   void (*fence)(enum dev_order order, enum dev_scope scope);
   void (*wait_stores)(void);
-  /* polling and time */
+  /* polling and time; a round with DEV_POLL_PEER is one of a wait on a peer rank */
   void (*poll_wait)(u32 round);
   void (*poll_done)(void);
   u64 (*realtime)(void);

@@ -13,6 +13,11 @@
  *                    written by whichever rank gave up first; every poll on a peer watches it
  *     AR_PEERS_OFF   u64 [AR_MAX_TP]: the arena table: every rank's arena as the owner maps it,
  *                    its own included (hm_ar_link.peers points here, in the owner's own arena)
+ *     AR_HEADERS_OFF u64 [AR_MAX_TP]: step headers: slot r is rank r's current step through the
+ *                    heap, numbered, with its kind, layer and rows, written by rank r into every
+ *                    arena (hm_heap_step_begin); the owner's host compares them with its own
+ *     AR_REASON_OFF  char [AR_REASON_BYTES]: why the owner's host stopped the group (one line,
+ *                    written before it sets any abort word to AR_ERR_FAILED; peers read it)
  *   [AR_CTRL_BYTES, + half)                   half 0: inboxes of even epochs
  *   [AR_CTRL_BYTES + half, + 2 half)          half 1: inboxes of odd epochs
  * A region is a byte range at the same offset in both halves of every arena (hm_heap_reserve). An
@@ -24,6 +29,9 @@
 #define AR_ABORT_OFF 0u
 #define AR_PEERS_OFF 128u
 #define AR_SLOT_BYTES 8u
+#define AR_HEADERS_OFF 256u
+#define AR_REASON_OFF 1024u
+#define AR_REASON_BYTES 512u
 
 /* ---------------------------------------------------------------- status and abort words
  *
@@ -36,6 +44,10 @@
 #define AR_ERR_TIMEOUT 1u /* a wait on `peer` passed its deadline */
 #define AR_ERR_ABORTED 2u /* the host of rank `peer` stopped the group (hm_heap_abort) */
 #define AR_ERR_ARGS 3u    /* arguments out of range: the standalone launch's, or an ar_reduce batch */
+#define AR_ERR_FAILED 4u  /* rank `peer`'s create or step failed on its host (hm_heap_fail); `where` is
+                           * its hm_status, its reason is at AR_REASON_OFF in its arena */
+#define AR_ERR_STEP 5u    /* rank `peer`'s host found a peer's step unlike its own (the same step number,
+                           * another kind, layer or rows); its words are at AR_REASON_OFF */
 #define AR_STATUS(code, peer1, where) ((u32)(code) | (u32)(peer1) << 8 | (u32)(where) << 16)
 #define AR_STATUS_CODE(s) ((s) & 0xffu)
 #define AR_STATUS_PEER1(s) (((s) >> 8) & 0xffu) /* the rank concerned, plus 1 (0: none) */

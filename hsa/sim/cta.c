@@ -346,8 +346,9 @@ static void *op_lds(u32 bytes) {
 static u64 op_realtime(void) { return sim_now_ns() / 10; } /* 100 MHz, as s_memrealtime */
 
 static void op_poll_wait(u32 round) {
-  (void)round;
   sim_check_abort();
+  if (round & DEV_POLL_PEER)
+    atomic_store_explicit(&sim_cur->cta->d->peer_poll_ns, sim_now_ns(), memory_order_relaxed);
   if (sim.cfg.chaos) {
     uint64_t r = sim_rng(&sim_cur->cta->rng);
     if ((r & 15) == 0) nap_us((unsigned)((r >> 8) % 100));

@@ -505,7 +505,10 @@ static void *watchdog_main(void *arg) {
       }
       pp = &d->next_active;
       uint64_t p = atomic_load(&d->progress);
-      if (p != d->last_progress) {
+      /* a kernel waiting on a peer (a round in the last second) is bounded by its own deadline,
+       * which names the peer: not a hang of its own */
+      uint64_t peer = atomic_load_explicit(&d->peer_poll_ns, memory_order_relaxed);
+      if (p != d->last_progress || (peer && now < peer + 1000000000ull)) {
         d->last_progress = p;
         d->last_change_ns = now;
       } else if (!atomic_load(&d->abort) && (double)(now - d->last_change_ns) > sim.cfg.watchdog_s * 1e9 && n < 64) {

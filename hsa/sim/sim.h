@@ -307,6 +307,7 @@ struct sim_dispatch {
   uint64_t abort_ns;          /* when it was aborted: CTAs that never stop are abandoned later */
   char error[1024];
   uint64_t last_progress, last_change_ns;
+  _Atomic uint64_t peer_poll_ns; /* the last round of a wait on a peer (DEV_POLL_PEER): no hang */
   uint32_t resident_limit;    /* CUs x resident CTAs a CU for this kernel */
   uint32_t hold_from;         /* order[] positions from here are held back (HSAMONO_SIM_HOLD_CTAS) */
   bool hold_late;             /* they start once every CTA before them has ended */

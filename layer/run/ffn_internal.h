@@ -47,7 +47,7 @@ struct hm_ffn {
   hm_rank_dims dims;
   uint32_t rank, tp, grid;
   uint32_t rope_rows;    /* K2 mode: rows of cos_sin (a position must be below it) */
-  uint64_t peer_timeout_ns, step_timeout_ns;
+  uint64_t peer_timeout_ns, step_timeout_ns, arrival_timeout_ns;
   void *w[FFN_T_COUNT];  /* device copies */
   void *back_w[K2_T_COUNT]; /* K2 mode: the back's device copies */
   size_t region_attn, region_ffn;

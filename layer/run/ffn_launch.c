@@ -33,8 +33,8 @@ union ffn_any_args {
   struct k2_args k2;
 };
 
-hm_status hm_ffn_open(hm_heap *heap, const hm_layer_weights *w, const hm_ffn_config *cfg, enum ffn_mode mode,
-                      hm_ffn **out) {
+static hm_status open_runner(hm_heap *heap, const hm_layer_weights *w, const hm_ffn_config *cfg, enum ffn_mode mode,
+                             hm_ffn **out) {
   const bool k2 = mode == FFN_MODE_K2;
   const char *launch = k2 ? "K2" : "FFN launch";
   const char *fn = k2 ? "hm_k2_create" : "hm_ffn_create";
@@ -60,6 +60,18 @@ hm_status hm_ffn_open(hm_heap *heap, const hm_layer_weights *w, const hm_ffn_con
    * of the peer bound itself set a short one. */
   f->peer_timeout_ns = cfg && cfg->peer_timeout_ns ? cfg->peer_timeout_ns : sim ? 600000000000ull : 10000000000ull;
   f->step_timeout_ns = cfg && cfg->step_timeout_ns ? cfg->step_timeout_ns : f->peer_timeout_ns + 10000000000ull;
+  /* a grid that never arrives must be named before its peers' waits on it expire */
+  f->arrival_timeout_ns = cfg && cfg->arrival_timeout_ns ? cfg->arrival_timeout_ns
+                          : f->peer_timeout_ns / 2 < 10000000000ull ? f->peer_timeout_ns / 2
+                                                                     : 10000000000ull;
+  if (f->arrival_timeout_ns >= f->peer_timeout_ns || f->step_timeout_ns <= f->peer_timeout_ns) {
+    hm_status b = hm_fail(HM_ERR_INVALID_ARG,
+                          "%s: bounds out of order: arrival %.3f s < peer %.3f s < step %.3f s is needed (the first "
+                          "to expire must name the root cause)",
+                          launch, f->arrival_timeout_ns / 1e9, f->peer_timeout_ns / 1e9, f->step_timeout_ns / 1e9);
+    free(f);
+    return b;
+  }
   /* the grid the mode's own kernel gets; in K2 mode the FFN launch (the FFN-only steps) must fit the
    * same grid */
   const uint32_t ctas = cfg && cfg->ctas ? cfg->ctas : hm_agent_info_of(a)->cus;
@@ -87,6 +99,16 @@ hm_status hm_ffn_open(hm_heap *heap, const hm_layer_weights *w, const hm_ffn_con
   *f->status = 0;
   *out = f;
   return HM_OK;
+}
+
+hm_status hm_ffn_open(hm_heap *heap, const hm_layer_weights *w, const hm_ffn_config *cfg, enum ffn_mode mode,
+                      hm_ffn **out) {
+  hm_status s = open_runner(heap, w, cfg, mode, out);
+  /* A refusal names a rule of the layer's config, which every rank reads alike: the group stays
+   * up for the caller's own path. Anything else is this rank's alone (its weights, its agent, its
+   * memory), and its peers would wait for it at their next step: stop the group now, with why. */
+  if (s && s != HM_ERR_REFUSED && s != HM_ERR_PEER) hm_heap_fail(heap, s, NULL);
+  return s;
 }
 
 hm_status hm_ffn_create(hm_heap *heap, const hm_layer_weights *w, const hm_ffn_config *cfg, hm_ffn **out) {
@@ -219,9 +241,10 @@ static hm_status launch_status(const hm_ffn *f) {
   if (code == AR_ERR_TIMEOUT && peer1)
     return hm_fail(HM_ERR_PEER, "%s (rank %u): rank %u's push in %s did not arrive within %.3f s", f->launch, f->rank,
                    peer1 - 1, site, (double)f->peer_timeout_ns / 1e9);
-  if (code == AR_ERR_ABORTED && peer1)
-    return hm_fail(HM_ERR_PEER, "%s (rank %u): the host of rank %u stopped the group", f->launch, f->rank, peer1 - 1);
-  return hm_fail(HM_ERR_PEER, "%s (rank %u): the group failed (status 0x%08x)", f->launch, f->rank, st);
+  /* a host stopped the group: the heap has its words (and a failed rank's reason) */
+  char why[AR_REASON_BYTES + 200];
+  hm_heap_describe(f->heap, st, why, sizeof why);
+  return hm_fail(HM_ERR_PEER, "%s (rank %u): %s", f->launch, f->rank, why);
 }
 
 hm_status hm_ffn_status(const hm_ffn *f) {
@@ -229,23 +252,42 @@ hm_status hm_ffn_status(const hm_ffn *f) {
   return launch_status(f);
 }
 
-hm_status hm_ffn_launch(hm_ffn *f, hm_queue *q, enum ffn_step step, uint32_t rows, ffn_fill_fn *fill, const void *io) {
+/* The step itself, from the group's state to the launch's status. */
+static hm_status launch(hm_ffn *f, hm_queue *q, enum ffn_step step, uint32_t rows, ffn_fill_fn *fill, const void *io) {
   if (!q) return hm_fail(HM_ERR_INVALID_ARG, "%s step: NULL queue", f->name);
+  if (hm_queue_agent(q) != f->agent)
+    return hm_fail(HM_ERR_INVALID_ARG, "%s step: the queue is on agent %u, the layer's heap on agent %u", f->name,
+                   hm_agent_index(hm_queue_agent(q)), hm_agent_index(f->agent));
   hm_status s;
   if ((s = hm_heap_check(f->heap))) return s;
   if ((s = launch_status(f))) return s;
   if ((s = hm_ffn_prepare(f, rows))) return s;
   fill(f, io, f->kernarg);
   if ((s = link_args(f, f->kernarg))) return s;
+  /* the step's header, which the peers compare with theirs while they wait */
+  if ((s = hm_heap_step_begin(f->heap, step == FFN_STEP_K2 ? HM_STEP_K2 : HM_STEP_FFN, f->cfg.layer, rows))) return s;
   hm_signal_store(f->rt, f->done, 1);
   hm_dispatch d = {.kernel = f->kernel[step], .ctas = f->grid, .kernarg = f->kernarg, .barrier = true,
                    .completion = f->done};
   d.acquire = d.release = HM_FENCE_SYSTEM;
-  if ((s = hm_persistent_launch(q, &d, f->persist, 0))) return s;
-  if ((s = hm_signal_wait(f->rt, f->done, HM_WAIT_LT, 1, f->step_timeout_ns, false, NULL)))
+  if ((s = hm_persistent_launch(q, &d, f->persist, f->arrival_timeout_ns))) return s;
+  if ((s = hm_heap_wait_step(f->heap, q, f->done, f->step_timeout_ns))) {
+    /* the group stopped: what this launch saw (its status word names its sites) comes first */
+    if (s == HM_ERR_PEER && __atomic_load_n(f->status, __ATOMIC_ACQUIRE)) return launch_status(f);
     return hm_fail_prefix(s, "%s step of %u rows", f->name, rows);
+  }
   if ((s = hm_queue_status(q))) return s;
   return launch_status(f);
+}
+
+hm_status hm_ffn_launch(hm_ffn *f, hm_queue *q, enum ffn_step step, uint32_t rows, ffn_fill_fn *fill, const void *io) {
+  hm_status s = launch(f, q, step, rows, fill, io);
+  /* The step's inputs were checked alike on every rank before this; from here a failure is this
+   * rank's (its queue, its launch's arrival, its kernel's fault or watchdog, its bound), and the
+   * peers' kernels wait for its pushes: stop the group at once, with the reason, so they end at
+   * their next poll instead of at the peer bound. HM_ERR_PEER: the group is stopped already. */
+  if (s && s != HM_ERR_PEER) hm_heap_fail(f->heap, s, NULL);
+  return s;
 }
 
 hm_status hm_ffn_append(hm_ffn *f, hm_chain *c, enum ffn_step step, uint32_t rows, ffn_fill_fn *fill, const void *io) {

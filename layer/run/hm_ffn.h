@@ -25,10 +25,14 @@ typedef struct hm_ffn_config {
   /* §5.2.4 fixes the routing at (384, 6), draft (128, 3), for DeepSeek-V4.1-Flash; a test or
    * benchmark build with fewer experts (hm_config_set_experts) must say so here */
   bool reduced_experts;
-  /* how long a step may wait for its peers, counted from its start (0: 10 s on a GPU, 600 s on
-   * the software agent, where a step takes CPU time), and for the whole step to end (0: the peer
-   * bound plus 10 s) */
-  uint64_t peer_timeout_ns, step_timeout_ns;
+  /* The step's bounds (docs/api.md, "Bounds"), each 0 for its default, ordered so the first to
+   * expire names the root cause: arrival (the persistent grid resident and started; 0: 10 s) <
+   * the software agent's watchdog (a kernel without progress, not counting waits on peers;
+   * HSAMONO_SIM_WATCHDOG_S, 60 s) < peer (a wait on a peer's push, counted from the step's start;
+   * 0: 10 s on a GPU, 600 s on the software agent, where a step takes CPU time) < step (the host's
+   * wait for the whole step; 0: the peer bound plus 10 s). hm_ffn_create refuses a set out of
+   * this order (HM_ERR_INVALID_ARG naming the two). */
+  uint64_t peer_timeout_ns, step_timeout_ns, arrival_timeout_ns;
 } hm_ffn_config;
 
 /* Binds this rank's weights of one layer (w: hm_weights_build for rank hm_heap_rank(heap) of

@@ -26,8 +26,9 @@ typedef struct hm_k1_config {
    * one and ends every step's epoch itself (K1 alone: its tests, tools and bench). */
   void *epoch;
   /* how long a step may take before hm_k1_step gives up (0: 10 s on a GPU, 600 s on the software
-   * agent) */
-  uint64_t step_timeout_ns;
+   * agent), and how long its persistent grid may take to arrive (0: 10 s; a layer passes its
+   * hm_ffn_config's, docs/api.md "Bounds") */
+  uint64_t step_timeout_ns, arrival_timeout_ns;
 } hm_k1_config;
 
 /* Binds rank w->rank of TP w->dims.tp's attention weights of one layer (hm_weights_build with the

@@ -59,6 +59,8 @@ hm_status hm_k2_record(hm_k2 *k, hm_chain *c, const hm_k2_io *io);
 /* The epoch buffer K2 advances: K1 of the same layer and rank shares it (hm_k1_config.epoch), so
  * K1's tag 2e + 1 and K2's 2e + 2 belong to one step. */
 void *hm_k2_epoch(hm_k2 *k);
+/* The arrival bound the runner resolved from its hm_ffn_config (K1 of the same layer takes it). */
+uint64_t hm_k2_arrival_timeout(const hm_k2 *k);
 
 /* Keys a split unit reads at this width (64 or 128, spec/mono.md §1.2). */
 uint32_t hm_k2_chunk_keys(const hm_k2 *k, uint32_t rows);

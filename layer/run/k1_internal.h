@@ -28,7 +28,7 @@ struct hm_k1 {
   uint32_t rank, tp, grid;
   uint32_t rope_rows;    /* rows of cos_sin: a position must be below it */
   bool index_build;      /* HM_ROLE_INDEX_SOURCE: x_out and qr_out, no key table */
-  uint64_t step_timeout_ns;
+  uint64_t step_timeout_ns, arrival_timeout_ns;
   void *w[K1_T_COUNT];   /* device copies */
   uint32_t *epoch;       /* DEV_EPOCH_WORDS: the caller's (shared with K2) or own_epoch */
   uint32_t *own_epoch;   /* allocated here when the caller gives none; K1 then advances it */

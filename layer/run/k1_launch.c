@@ -44,6 +44,7 @@ hm_status hm_k1_create(hm_agent *a, const hm_layer_weights *w, const hm_k1_confi
   k->step_timeout_ns = cfg && cfg->step_timeout_ns ? cfg->step_timeout_ns
                        : hm_runtime_is_sim(k->rt)   ? 600000000000ull
                                                     : 10000000000ull;
+  k->arrival_timeout_ns = cfg ? cfg->arrival_timeout_ns : 0;
   if ((s = hm_program_load(a, &k->prog)) || (s = hm_kernel_get(k->prog, "k1", &k->kernel)) ||
       (s = hm_kernel_get(k->prog, "keylist", &k->keylist)) ||
       (s = hm_persistent_grid(k->kernel, a, cfg && cfg->ctas ? cfg->ctas : hm_agent_info_of(a)->cus, 0, &k->grid)))
@@ -285,7 +286,7 @@ hm_status hm_k1_step(hm_k1 *k, hm_queue *q, const hm_k1_io *io) {
   hm_signal_store(k->rt, k->done, 1);
   hm_dispatch d = {.kernel = k->kernel, .ctas = k->grid, .kernarg = k->kernarg, .barrier = true, .completion = k->done};
   d.acquire = d.release = HM_FENCE_SYSTEM;
-  if ((s = hm_persistent_launch(q, &d, k->persist, 0))) return s;
+  if ((s = hm_persistent_launch(q, &d, k->persist, k->arrival_timeout_ns))) return s;
   if ((s = hm_signal_wait(k->rt, k->done, HM_WAIT_LT, 1, k->step_timeout_ns, false, NULL)))
     return hm_fail_prefix(s, "K1 step of %u rows", io->rows);
   return hm_queue_status(q);

@@ -108,6 +108,7 @@ hm_status hm_k2_record(hm_k2 *k, hm_chain *c, const hm_k2_io *io) {
 /* ---------------------------------------------------------------- for K1, tools and tests */
 
 void *hm_k2_epoch(hm_k2 *k) { return k && k->mode == FFN_MODE_K2 ? k->epoch : NULL; }
+uint64_t hm_k2_arrival_timeout(const hm_k2 *k) { return k ? k->arrival_timeout_ns : 0; }
 
 uint32_t hm_k2_chunk_keys(const hm_k2 *k, uint32_t rows) {
   if (!k || k->mode != FFN_MODE_K2) return 0;

@@ -111,7 +111,8 @@ hm_status hm_layer_create(hm_heap *heap, const hm_layer_weights *w, const hm_lay
   hm_status s;
   if ((s = hm_k2_create(heap, w, &l->opt.run, &l->k2))) goto fail;
   hm_k1_config k1c = {.min_cus = l->opt.run.min_cus, .ctas = l->opt.run.ctas, .epoch = hm_k2_epoch(l->k2),
-                      .step_timeout_ns = l->opt.run.step_timeout_ns};
+                      .step_timeout_ns = l->opt.run.step_timeout_ns,
+                      .arrival_timeout_ns = hm_k2_arrival_timeout(l->k2)};
   if ((s = hm_k1_create(l->agent, w, &k1c, &l->k1))) goto fail;
   for (int b = 0; b < L_COUNT; b++)
     if ((s = hm_mem_alloc(l->agent, HM_POOL_COARSE, buf_bytes(l, b), 256, &l->buf[b])) ||
@@ -142,7 +143,10 @@ hm_status hm_layer_create(hm_heap *heap, const hm_layer_weights *w, const hm_lay
   return HM_OK;
 fail:
   hm_layer_destroy(l);
-  return hm_fail_prefix(s, "layer %d", c->layer);
+  hm_fail_prefix(s, "layer %d", c->layer);
+  /* as hm_ffn_create: only a refusal of the config's rules leaves the group up (K2's own
+   * failures have stopped it already; the first reason stays) */
+  return s == HM_ERR_REFUSED || s == HM_ERR_PEER ? s : hm_heap_fail(heap, s, NULL);
 }
 
 /* ---------------------------------------------------------------- a step's launches */
@@ -261,15 +265,19 @@ static hm_status queue_broadcast(hm_layer *l, hm_queue *q, const hm_layer_io *io
   return hm_queue_dispatch(q, &d, 1);
 }
 
-hm_status hm_layer_step(hm_layer *l, hm_queue *q, const hm_layer_io *io) {
-  hm_status s = layer_checks(l, io);
-  if (s) return s;
+/* The step's launches; *refused when K1's checks of the step's metadata refused it (they come
+ * first in hm_k1_step, before anything of K1 runs). */
+static hm_status layer_step(hm_layer *l, hm_queue *q, const hm_layer_io *io, bool *refused) {
+  hm_status s;
   if (!q) return hm_fail(HM_ERR_INVALID_ARG, "layer %d step: NULL queue", l->cfg.layer);
   const bool settled = l->first || l->engram;
   if (l->first && (s = queue_broadcast(l, q, io))) return s;
   if (l->engram && !l->first && (s = run_engram(l, io))) return s;
   k1_io_of(l, io, settled, &l->k1io);
-  if ((s = hm_k1_step(l->k1, q, &l->k1io))) return s;
+  if ((s = hm_k1_step(l->k1, q, &l->k1io))) {
+    *refused = s == HM_ERR_INVALID_ARG || s == HM_ERR_REFUSED;
+    return s;
+  }
   if (l->index) {
     if ((s = run_select(l, io))) return s;
     hm_k1_io kl = l->k1io;
@@ -278,6 +286,17 @@ hm_status hm_layer_step(hm_layer *l, hm_queue *q, const hm_layer_io *io) {
   }
   k2_io_of(l, io, &l->k2io);
   return hm_k2_step(l->k2, q, &l->k2io);
+}
+
+hm_status hm_layer_step(hm_layer *l, hm_queue *q, const hm_layer_io *io) {
+  hm_status s = layer_checks(l, io);
+  if (s) return s;
+  bool refused = false;
+  s = layer_step(l, q, io, &refused);
+  /* A refusal of the step's inputs (the layer's and K1's checks: the metadata is TP-replicated,
+   * so every rank refuses alike and nothing ran) leaves the group up. Anything else leaves the
+   * peers waiting in K2 for this rank's pushes: stop the group now, with why. */
+  return s && !refused && s != HM_ERR_PEER ? hm_heap_fail(l->heap, s, NULL) : s;
 }
 
 hm_status hm_layer_ffn_step(hm_layer *l, hm_queue *q, const hm_ffn_io *io) {

@@ -118,19 +118,16 @@ static inline void *t_rank_main(void *p) {
   hm_heap *h = NULL;
   hm_ar *ar = NULL;
   hm_status s;
-  if (!a) {
-    t_rank_fail(r, HM_ERR_NOT_FOUND, "rank %u: no agent %u", r->rank, r->rank);
+  hm_heap_config hc = {.rank = r->rank, .tp = r->tp,
+                       .half_bytes = hm_allreduce_region_bytes(r->tp, r->max_rows, r->width), .timeout_ns = 60000000000ull};
+  /* a rank without its agent still joins the set-up (as failed), so its peers fail at once */
+  if ((s = hm_heap_create(a, &hc, &r->boot, &h))) {
+    t_rank_fail(r, s, "rank %u: heap", r->rank);
     return NULL;
   }
   if ((s = hm_queue_create(a, 256, &q))) {
     t_rank_fail(r, s, "rank %u: queue", r->rank);
-    return NULL;
-  }
-  hm_heap_config hc = {.rank = r->rank, .tp = r->tp,
-                       .half_bytes = hm_allreduce_region_bytes(r->tp, r->max_rows, r->width), .timeout_ns = 60000000000ull};
-  if ((s = hm_heap_create(a, &hc, &r->boot, &h))) {
-    t_rank_fail(r, s, "rank %u: heap", r->rank);
-    hm_queue_destroy(q);
+    hm_heap_destroy(h);
     return NULL;
   }
   hm_ar_config ac = {.width = r->width, .max_rows = r->max_rows, .max_ctas = 4, .timeout_ns = r->timeout_ns};

@@ -24,6 +24,8 @@ struct t_setup {
   size_t half;
   uint64_t timeout_ns;
   bool keep;        /* leave the heap for the caller */
+  bool no_agent;    /* call hm_heap_create without an agent */
+  unsigned claim_tp; /* the TP it gives the set-up (0: tp) */
   hm_status st;
   char err[512];
   uint64_t took_ns;
@@ -32,9 +34,10 @@ struct t_setup {
 
 static void *setup_main(void *p) {
   struct t_setup *t = p;
-  hm_heap_config c = {.rank = t->rank, .tp = t->tp, .half_bytes = t->half, .timeout_ns = t->timeout_ns};
+  hm_heap_config c = {.rank = t->rank, .tp = t->claim_tp ? t->claim_tp : t->tp, .half_bytes = t->half,
+                      .timeout_ns = t->timeout_ns};
   uint64_t t0 = t_now_ns();
-  t->st = hm_heap_create(hm_agent_get(t->rt, t->rank), &c, &t->boot, &t->h);
+  t->st = hm_heap_create(t->no_agent ? NULL : hm_agent_get(t->rt, t->rank), &c, &t->boot, &t->h);
   t->took_ns = t_now_ns() - t0;
   if (t->st) snprintf(t->err, sizeof t->err, "%s", hm_errmsg());
   else if (!t->keep) hm_heap_destroy(t->h), t->h = NULL;
@@ -53,6 +56,21 @@ static void setup_threads(hm_runtime *rt, unsigned tp, unsigned who, uint64_t ti
   }
   for (unsigned r = 0; r < tp; r++)
     if (who >> r & 1) pthread_join(th[r], NULL);
+  hm_boot_group_destroy(g);
+}
+
+/* Run the tp set-ups t[] (filled by the caller) as threads over one group: rank 0 first and, after
+ * delay_us (so it waits in the all-gather), the others. */
+static void run_setups(unsigned tp, struct t_setup *t, unsigned delay_us) {
+  hm_boot_group *g;
+  ck_assert_int_eq(hm_boot_group_create(tp, &g), HM_OK);
+  pthread_t th[HM_MAX_TP];
+  for (unsigned r = 0; r < tp; r++) {
+    ck_assert_int_eq(hm_bootstrap_threads(g, &t[r].boot), HM_OK);
+    if (r == 1) usleep(delay_us);
+    ck_assert_int_eq(pthread_create(&th[r], NULL, setup_main, &t[r]), 0);
+  }
+  for (unsigned r = 0; r < tp; r++) pthread_join(th[r], NULL);
   hm_boot_group_destroy(g);
 }
 
@@ -125,19 +143,11 @@ END_TEST
 START_TEST(threads_rank_fails_setup) {
   hm_runtime *rt = open_rt();
   for (int variant = 0; variant < 2; variant++) {
-    hm_boot_group *g;
-    ck_assert_int_eq(hm_boot_group_create(3, &g), HM_OK);
     struct t_setup t[3];
-    pthread_t th[3];
-    for (unsigned r = 0; r < 3; r++) {
-      t[r] = (struct t_setup){.rt = rt, .rank = r, .tp = 3, .timeout_ns = 60000000000ull};
-      /* variant 0: more than the agent's whole pool */
-      if (r == 1) t[r].half = variant == 0 ? hm_agent_info_of(hm_agent_get(rt, 1))->pool_size[HM_POOL_UNCACHED] : 1u << 20;
-      ck_assert_int_eq(hm_bootstrap_threads(g, &t[r].boot), HM_OK);
-      ck_assert_int_eq(pthread_create(&th[r], NULL, setup_main, &t[r]), 0);
-    }
-    for (unsigned r = 0; r < 3; r++) pthread_join(th[r], NULL);
-    hm_boot_group_destroy(g);
+    for (unsigned r = 0; r < 3; r++) t[r] = (struct t_setup){.rt = rt, .rank = r, .tp = 3, .timeout_ns = 60000000000ull};
+    /* variant 0: more than the agent's whole pool */
+    t[1].half = variant == 0 ? hm_agent_info_of(hm_agent_get(rt, 1))->pool_size[HM_POOL_UNCACHED] : 1u << 20;
+    run_setups(3, t, 0);
     for (unsigned r = 0; r < 3; r++) {
       ck_assert_int_eq(t[r].st, HM_ERR_PEER);
       ck_assert_msg(strstr(t[r].err, variant == 0 ? "rank 1 could not set up" : "rank 1 has halves of 1048576 bytes, rank 0 of"), "rank %u: %s", r,
@@ -228,8 +238,12 @@ START_TEST(arguments) {
   ck_assert_ptr_null(h);
   c = (hm_heap_config){.rank = 0, .tp = 9};
   ck_assert_int_eq(hm_heap_create(a, &c, &b, &h), HM_ERR_INVALID_ARG);
-  c = (hm_heap_config){.rank = 0, .tp = 2};
+  /* a rank without an agent still joins the set-up, as failed (its peers fail at once, naming
+   * it); rank 1 never comes here, so a short bound */
+  c = (hm_heap_config){.rank = 0, .tp = 2, .timeout_ns = 100000000ull};
   ck_assert_int_eq(hm_heap_create(NULL, &c, &b, &h), HM_ERR_INVALID_ARG);
+  ck_assert_msg(strstr(hm_errmsg(), "no agent"), "%s", hm_errmsg());
+  c.timeout_ns = 0;
   ck_assert_int_eq(hm_heap_create(a, NULL, &b, &h), HM_ERR_INVALID_ARG);
   ck_assert_int_eq(hm_heap_create(a, &c, NULL, &h), HM_ERR_INVALID_ARG);
   ck_assert_int_eq(hm_heap_create(a, &c, &b, NULL), HM_ERR_INVALID_ARG);
@@ -286,6 +300,68 @@ START_TEST(host_abort) {
     ck_assert_msg(strstr(hm_errmsg(), "host of rank 1 stopped"), "%s", hm_errmsg());
   }
   for (unsigned r = 0; r < 3; r++) ck_assert_int_eq(hm_heap_destroy(t[r].h), HM_OK);
+  hm_runtime_close(rt);
+}
+END_TEST
+
+/* A rank that fails stops the group with its reason: every rank's heap names that rank, its
+ * status and its own words; a later failure elsewhere does not replace the root cause. */
+START_TEST(fail_names_rank_and_reason) {
+  hm_runtime *rt = open_rt();
+  struct t_setup t[HM_MAX_TP];
+  setup_threads(rt, 3, 0x7, 60000000000ull, true, t);
+  for (unsigned r = 0; r < 3; r++) ck_assert_msg(t[r].st == HM_OK, "%s", t[r].err);
+  ck_assert_int_eq(hm_heap_check(t[0].h), HM_OK);
+  ck_assert_int_eq(hm_heap_fail(t[2].h, HM_ERR_QUEUE_FAULT, "K2 step: no progress for 60 s (watchdog)"),
+                   HM_ERR_QUEUE_FAULT);
+  ck_assert_msg(strstr(hm_errmsg(), "K2 step: no progress") == hm_errmsg(), "the caller's message is kept: %s",
+                hm_errmsg());
+  ck_assert_int_eq(hm_heap_fail(t[0].h, HM_ERR_TIMEOUT, "an echo"), HM_ERR_TIMEOUT);
+  for (unsigned r = 0; r < 3; r++) {
+    ck_assert_int_eq(hm_heap_check(t[r].h), HM_ERR_PEER);
+    ck_assert_msg(strstr(hm_errmsg(), "rank 2 failed (HM_ERR_QUEUE_FAULT): K2 step: no progress for 60 s (watchdog)"),
+                  "rank %u: %s", r, hm_errmsg());
+  }
+  /* HM_OK stops nothing */
+  ck_assert_int_eq(hm_heap_fail(t[1].h, HM_OK, NULL), HM_OK);
+  for (unsigned r = 0; r < 3; r++) ck_assert_int_eq(hm_heap_destroy(t[r].h), HM_OK);
+  hm_runtime_close(rt);
+}
+END_TEST
+
+/* A rank that gives the threads bootstrap another TP breaks the group at once: rank 0 fails in
+ * well under its 30 s bound, naming the mismatch, instead of waiting for a rank that has failed. */
+START_TEST(threads_tp_mismatch_fails_fast) {
+  hm_runtime *rt = open_rt();
+  struct t_setup t[2];
+  for (unsigned r = 0; r < 2; r++) t[r] = (struct t_setup){.rt = rt, .rank = r, .tp = 2, .timeout_ns = 30000000000ull};
+  t[1].claim_tp = 3;
+  run_setups(2, t, 200000);
+  ck_assert_int_eq(t[1].st, HM_ERR_INVALID_ARG);
+  ck_assert_int_eq(t[0].st, HM_ERR_PEER);
+  ck_assert_msg(strstr(t[0].err, "rank 1 of 3, but the group has 2 ranks"), "%s", t[0].err);
+  /* 0.2 s of the test's own wait, then at once: 5 s is room for a loaded machine */
+  ck_assert_msg(t[0].took_ns < 5000000000ull, "rank 0 took %.2f s: %s", t[0].took_ns / 1e9, t[0].err);
+  hm_runtime_close(rt);
+}
+END_TEST
+
+/* A rank without its agent (say, a TP8 group on a 4-GPU machine) joins the set-up as failed: the
+ * others fail at once naming it, not at their bound with "rank N never arrived". */
+START_TEST(threads_rank_without_agent_fails_fast) {
+  hm_runtime *rt = open_rt();
+  struct t_setup t[3];
+  for (unsigned r = 0; r < 3; r++) t[r] = (struct t_setup){.rt = rt, .rank = r, .tp = 3, .timeout_ns = 60000000000ull};
+  t[2].no_agent = true;
+  run_setups(3, t, 0);
+  ck_assert_int_eq(t[2].st, HM_ERR_INVALID_ARG);
+  ck_assert_ptr_null(t[2].h);
+  for (unsigned r = 0; r < 2; r++) {
+    ck_assert_int_eq(t[r].st, HM_ERR_PEER);
+    ck_assert_msg(strstr(t[r].err, "rank 2 could not set up") && strstr(t[r].err, "no agent"), "rank %u: %s", r,
+                  t[r].err);
+    ck_assert_msg(t[r].took_ns < 5000000000ull, "rank %u took %.2f s: %s", r, t[r].took_ns / 1e9, t[r].err);
+  }
   hm_runtime_close(rt);
 }
 END_TEST
@@ -502,6 +578,9 @@ Suite *hm_test_suite(void) {
   tcase_add_test(tc, callback_bootstrap);
   tcase_add_test(tc, arguments);
   tcase_add_test(tc, host_abort);
+  tcase_add_test(tc, fail_names_rank_and_reason);
+  tcase_add_test(tc, threads_tp_mismatch_fails_fast);
+  tcase_add_test(tc, threads_rank_without_agent_fails_fast);
   tcase_add_test(tc, unix_tp4_processes);
   tcase_add_test(tc, unix_rank_never_arrives);
   tcase_add_test(tc, unix_rank_dies_during_setup);

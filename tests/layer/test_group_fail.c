@@ -1,0 +1,303 @@
+/* tests/layer/test_group_fail.c: a TP group fails together and fast (issue 16 item 2): a rank whose
+ * create or step fails stops the group at once, and every peer names that rank and its reason. */
+#include <check.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "helpers.h"
+#include "hm_ffn.h"
+
+/* The peer bound of these groups: long against what the tests allow (FAST_S), so a peer that
+ * learns of a failure only at its bound (the behaviour these tests guard against) fails them, and
+ * short enough that such a run ends in seconds rather than at the software agent's 600 s. */
+#define PEER_NS 20000000000ull
+/* What "at once" may take here: the peer's kernel ends its poll and its remaining stages (a tiny
+ * TP2 step, well under a second alone), on two cores shared with other builds and tests. */
+#define FAST_S 5.0
+
+static const hm_ffn_config bounded = {.min_cus = 1, .reduced_experts = true, .peer_timeout_ns = PEER_NS};
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* One rank's step buffers (1 row, zeroed) on agent a. */
+typedef struct {
+  hm_ffn_io io;
+  void *buf[10];
+} step_bufs;
+
+static void bufs_make(hm_runtime *rt, hm_agent *a, uint32_t D, step_bufs *b) {
+  const size_t bytes[10] = {2 * D, 8 * D, 16, 64, 16, 2 * D, 8 * D, 16, 64, 16};
+  for (int i = 0; i < 10; i++) {
+    ck_assert_int_eq(hm_mem_alloc(a, HM_POOL_COARSE, bytes[i], 0, &b->buf[i]), HM_OK);
+    ck_assert_int_eq(hm_mem_fill(rt, b->buf[i], 0, bytes[i] / 4), HM_OK);
+  }
+  b->io = (hm_ffn_io){.rows = 1, .part = b->buf[0], .res_in = b->buf[1], .post_in = b->buf[2], .comb_in = b->buf[3],
+                      .pre_in = b->buf[4], .out = b->buf[5], .res_out = b->buf[6], .post_out = b->buf[7],
+                      .comb_out = b->buf[8], .pre_out = b->buf[9]};
+}
+
+/* A rank's step in its own thread: its status, message and when it returned. */
+typedef struct {
+  hm_ffn *f;
+  hm_queue *q;
+  const hm_ffn_io *io;
+  hm_status st;
+  char err[1024];
+  double end;
+} rank_step;
+
+static void *step_main(void *p) {
+  rank_step *r = p;
+  r->st = hm_layer_ffn(r->f, r->q, r->io);
+  snprintf(r->err, sizeof r->err, "%s", r->st ? hm_errmsg() : "");
+  r->end = now_s();
+  return NULL;
+}
+
+/* A TP2 group built by hand (heaps over the threads bootstrap, room for two layers' regions), so
+ * a test can create more runners on it and step each rank on its own. */
+typedef struct {
+  hm_runtime *rt;
+  hm_layer_weights w[2];
+  hm_heap *h[2];
+  hm_ffn *f[2]; /* layer 3 */
+  hm_queue *q[2];
+  step_bufs b[2];
+} tp2;
+
+typedef struct {
+  hm_runtime *rt;
+  unsigned rank;
+  hm_bootstrap boot;
+  hm_heap *h;
+  hm_status st;
+} heap_rank;
+
+static void *heap_main(void *p) {
+  heap_rank *r = p;
+  hm_heap_config c = {.rank = r->rank, .tp = 2, .half_bytes = 2 * hm_allreduce_region_bytes(2, 96, 4096)};
+  r->st = hm_heap_create(hm_agent_get(r->rt, r->rank), &c, &r->boot, &r->h);
+  return NULL;
+}
+
+static void tp2_open(tp2 *t, const hm_ffn_config *fc, uint64_t seed) {
+  hm_layer_config cfg = tl_config("tiny", 3, 0, 0);
+  t->rt = tl_open_sim();
+  tl_build_group(&cfg, 2, seed, HM_WPART_FFN, t->w);
+  hm_boot_group *g;
+  ck_assert_int_eq(hm_boot_group_create(2, &g), HM_OK);
+  heap_rank hr[2];
+  pthread_t th[2];
+  for (unsigned r = 0; r < 2; r++) {
+    hr[r] = (heap_rank){.rt = t->rt, .rank = r};
+    ck_assert_int_eq(hm_bootstrap_threads(g, &hr[r].boot), HM_OK);
+    ck_assert_int_eq(pthread_create(&th[r], NULL, heap_main, &hr[r]), 0);
+  }
+  for (unsigned r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  hm_boot_group_destroy(g);
+  for (unsigned r = 0; r < 2; r++) {
+    ck_assert_msg(hr[r].st == HM_OK, "rank %u's heap failed", r);
+    t->h[r] = hr[r].h;
+    ck_assert_msg(hm_ffn_create(t->h[r], &t->w[r], fc, &t->f[r]) == HM_OK, "%s", hm_errmsg());
+    hm_agent *a = hm_agent_get(t->rt, r);
+    ck_assert_int_eq(hm_queue_create(a, 64, &t->q[r]), HM_OK);
+    bufs_make(t->rt, a, cfg.hidden, &t->b[r]);
+  }
+}
+
+static void tp2_close(tp2 *t) {
+  for (uint32_t r = 0; r < 2; r++) {
+    hm_queue_destroy(t->q[r]);
+    hm_ffn_destroy(t->f[r]);
+    ck_assert_int_eq(hm_heap_destroy(t->h[r]), HM_OK);
+  }
+  tl_free_group(t->w, 2);
+  hm_runtime_close(t->rt);
+}
+
+/* Rank 0 steps in a thread; once its kernel is waiting for rank 1's pushes, rank 1 fails on its
+ * host. Rank 0 must end within FAST_S of that with HM_ERR_PEER naming rank 1 and `reason`. */
+static void expect_peer_told(tp2 *t, double failed_at, rank_step *r0, pthread_t th, const char *reason) {
+  pthread_join(th, NULL);
+  double after = r0->end - failed_at;
+  ck_assert_msg(r0->st == HM_ERR_PEER, "rank 0: %s: %s", hm_status_name(r0->st), r0->err);
+  ck_assert_msg(strstr(r0->err, "rank 1 failed") && strstr(r0->err, reason), "rank 0 does not name rank 1's %s: %s",
+                reason, r0->err);
+  ck_assert_msg(after < FAST_S, "rank 0 ended %.2f s after rank 1 failed (peer bound %.0f s): %s", after,
+                PEER_NS / 1e9, r0->err);
+  /* and the group stays failed: the next step is refused at once, with the same root cause */
+  ck_assert_int_eq(hm_layer_ffn(t->f[0], t->q[0], &t->b[0].io), HM_ERR_PEER);
+  ck_assert_msg(strstr(hm_errmsg(), reason), "%s", hm_errmsg());
+  fprintf(stderr, "rank 0 told %.3f s after rank 1 failed: %s\n", after, r0->err);
+}
+
+static pthread_t start_rank0(tp2 *t, rank_step *r0) {
+  *r0 = (rank_step){.f = t->f[0], .q = t->q[0], .io = &t->b[0].io};
+  pthread_t th;
+  ck_assert_int_eq(pthread_create(&th, NULL, step_main, r0), 0);
+  usleep(1000000); /* its kernel is polling for rank 1's pushes by now */
+  return th;
+}
+
+/* A rank's step fails on its host while its peer's kernel waits for it: no queue, then (a new
+ * group) a queue of another agent, which is this rank's failure too (it used to run there). */
+START_TEST(step_failure_stops_peer) {
+  for (int variant = 0; variant < 2; variant++) {
+    tp2 t;
+    tp2_open(&t, &bounded, 7100 + (uint64_t)variant);
+    rank_step r0;
+    pthread_t th = start_rank0(&t, &r0);
+    hm_queue *q = variant == 0 ? NULL : t.q[0];
+    ck_assert_int_eq(hm_layer_ffn(t.f[1], q, &t.b[1].io), HM_ERR_INVALID_ARG);
+    double failed_at = now_s();
+    expect_peer_told(&t, failed_at, &r0, th, variant == 0 ? "NULL queue" : "the queue is on agent 0");
+    tp2_close(&t);
+  }
+}
+END_TEST
+
+/* A rank whose create fails (here: another rank's weights) stops the group: a peer already in its
+ * step ends at once, naming it, instead of waiting for pushes that will never come. */
+START_TEST(create_failure_stops_peer) {
+  tp2 t;
+  tp2_open(&t, &bounded, 7200);
+  rank_step r0;
+  pthread_t th = start_rank0(&t, &r0);
+  hm_ffn *f = NULL;
+  ck_assert_int_eq(hm_ffn_create(t.h[1], &t.w[0], &bounded, &f), HM_ERR_INVALID_ARG);
+  double failed_at = now_s();
+  ck_assert_ptr_null(f);
+  expect_peer_told(&t, failed_at, &r0, th, "the weights are rank 0's");
+  tp2_close(&t);
+}
+END_TEST
+
+/* Rank 1's kernel hangs (a CTA held back, so its grid never arrives, and an arrival bound longer
+ * than the watchdog): the software agent's watchdog fails it, its host stops the group, and rank 0,
+ * whose kernel only waits on rank 1, names rank 1's watchdog: its own waits on a peer are bounded by
+ * the peer bound, not taken for a hang of its own by the watchdog. */
+START_TEST(watchdog_names_the_hung_rank) {
+  setenv("HSAMONO_SIM_WATCHDOG_S", "2", 1);
+  setenv("HSAMONO_SIM_HOLD_CTAS", "ffn:1", 1);
+  hm_ffn_config fc = bounded;
+  fc.arrival_timeout_ns = 15000000000ull;
+  tp2 t;
+  tp2_open(&t, &fc, 7300);
+  /* rank 1 first: its launch is the first of kernel ffn, whose CTA 1 is held */
+  rank_step r1 = {.f = t.f[1], .q = t.q[1], .io = &t.b[1].io};
+  pthread_t th1;
+  ck_assert_int_eq(pthread_create(&th1, NULL, step_main, &r1), 0);
+  usleep(300000);
+  rank_step r0 = {.f = t.f[0], .q = t.q[0], .io = &t.b[0].io};
+  pthread_t th0;
+  ck_assert_int_eq(pthread_create(&th0, NULL, step_main, &r0), 0);
+  pthread_join(th1, NULL);
+  ck_assert_msg(r1.st == HM_ERR_QUEUE_FAULT && strstr(r1.err, "watchdog"), "rank 1: %s: %s", hm_status_name(r1.st),
+                r1.err);
+  expect_peer_told(&t, r1.end, &r0, th0, "watchdog");
+  tp2_close(&t);
+  unsetenv("HSAMONO_SIM_WATCHDOG_S");
+  unsetenv("HSAMONO_SIM_HOLD_CTAS");
+}
+END_TEST
+
+/* Both ranks step at once (threads), rank r with runner f[r] and rows[r]; both must fail within
+ * FAST_S with HM_ERR_PEER naming the disagreement and both steps. */
+static void expect_disagreement(tp2 *t, hm_ffn *f0, hm_ffn *f1, const uint32_t rows[2], const char *mine,
+                                const char *theirs) {
+  rank_step rs[2] = {{.f = f0, .q = t->q[0], .io = &t->b[0].io}, {.f = f1, .q = t->q[1], .io = &t->b[1].io}};
+  hm_ffn_io io[2];
+  pthread_t th[2];
+  double t0 = now_s();
+  for (uint32_t r = 0; r < 2; r++) {
+    io[r] = t->b[r].io;
+    io[r].rows = rows[r];
+    rs[r].io = &io[r];
+    ck_assert_int_eq(pthread_create(&th[r], NULL, step_main, &rs[r]), 0);
+  }
+  for (uint32_t r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  for (uint32_t r = 0; r < 2; r++) {
+    ck_assert_msg(rs[r].st == HM_ERR_PEER, "rank %u: %s: %s", r, hm_status_name(rs[r].st), rs[r].err);
+    ck_assert_msg(strstr(rs[r].err, "steps disagree") && strstr(rs[r].err, mine) && strstr(rs[r].err, theirs),
+                  "rank %u does not name both steps: %s", r, rs[r].err);
+    /* a tiny TP2 step takes well under a second here; the peer bound is 20 s */
+    ck_assert_msg(rs[r].end - t0 < FAST_S, "rank %u ended after %.2f s: %s", r, rs[r].end - t0, rs[r].err);
+  }
+  fprintf(stderr, "both ranks told within %.3f s: %s\n",
+          (rs[0].end > rs[1].end ? rs[0].end : rs[1].end) - t0, rs[0].err);
+}
+
+/* The ranks disagree on the step's rows: each way round (rank 0 with more rows lays its pushes
+ * where rank 1's fewer rows read them, so rank 1's launch completes on them: the check after the
+ * launch catches that; the other way both wait, and the check while waiting does). */
+START_TEST(rows_disagree) {
+  tp2 t;
+  tp2_open(&t, &bounded, 7500);
+  const uint32_t more0[2] = {2, 1};
+  expect_disagreement(&t, t.f[0], t.f[1], more0, "layer 3, 2 rows",
+                      "layer 3, 1 rows");
+  tp2_close(&t);
+  tp2_open(&t, &bounded, 7501);
+  const uint32_t more1[2] = {1, 2};
+  expect_disagreement(&t, t.f[0], t.f[1], more1, "layer 3, 1 rows",
+                      "layer 3, 2 rows");
+  tp2_close(&t);
+}
+END_TEST
+
+/* The ranks disagree on the layer: rank 0 steps layer 3, rank 1 layer 4 (both ranks created both
+ * layers, in the same order). */
+START_TEST(layers_disagree) {
+  tp2 t;
+  tp2_open(&t, &bounded, 7600);
+  hm_layer_config c4 = tl_config("tiny", 4, 0, 0);
+  hm_layer_weights w4[2];
+  tl_build_group(&c4, 2, 7601, HM_WPART_FFN, w4);
+  hm_ffn *f4[2];
+  for (uint32_t r = 0; r < 2; r++)
+    ck_assert_msg(hm_ffn_create(t.h[r], &w4[r], &bounded, &f4[r]) == HM_OK, "%s", hm_errmsg());
+  const uint32_t rows[2] = {1, 1};
+  expect_disagreement(&t, t.f[0], f4[1], rows, "layer 3, 1 rows", "layer 4, 1 rows");
+  for (uint32_t r = 0; r < 2; r++) hm_ffn_destroy(f4[r]);
+  tl_free_group(w4, 2);
+  tp2_close(&t);
+}
+END_TEST
+
+/* The bounds must be ordered so the first to expire names the root cause. */
+START_TEST(bounds_out_of_order_refused) {
+  tp2 t;
+  tp2_open(&t, &bounded, 7400);
+  hm_ffn *f = NULL;
+  hm_ffn_config fc = bounded;
+  fc.arrival_timeout_ns = PEER_NS; /* not below the peer bound */
+  ck_assert_int_eq(hm_ffn_create(t.h[0], &t.w[0], &fc, &f), HM_ERR_INVALID_ARG);
+  ck_assert_msg(strstr(hm_errmsg(), "bounds out of order"), "%s", hm_errmsg());
+  fc = bounded;
+  fc.step_timeout_ns = PEER_NS; /* not above it */
+  ck_assert_int_eq(hm_ffn_create(t.h[0], &t.w[0], &fc, &f), HM_ERR_INVALID_ARG);
+  ck_assert_msg(strstr(hm_errmsg(), "step 20.000 s"), "%s", hm_errmsg());
+  ck_assert_ptr_null(f);
+  tp2_close(&t);
+}
+END_TEST
+
+Suite *hm_test_suite(void) {
+  const tl_case tests[] = {
+      {"step_failure_stops_peer", step_failure_stops_peer},
+      {"create_failure_stops_peer", create_failure_stops_peer},
+      {"watchdog_names_the_hung_rank", watchdog_names_the_hung_rank},
+      {"rows_disagree", rows_disagree},
+      {"layers_disagree", layers_disagree},
+      {"bounds_out_of_order_refused", bounds_out_of_order_refused},
+  };
+  return TL_SUITE("group_fail", tests, 120);
+}
