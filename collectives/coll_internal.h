@@ -20,7 +20,7 @@ struct hm_heap {
   uint32_t *stage;                /* host-visible scratch for the copy engine (a page) */
   size_t reserved;                /* bytes of each half handed out by hm_heap_reserve */
   pthread_mutex_t lock;
-  unsigned users;                 /* hm_allreduce objects on this heap */
+  unsigned users;                 /* hm_heap_retain: all-reduces, FFN/K2 runners on this heap */
 };
 
 static inline uint64_t hm_coll_now_ns(void) {
