@@ -88,9 +88,7 @@ hm_status hm_ar_create(hm_heap *h, const hm_ar_config *cfg, hm_ar **out) {
   if ((s = hm_heap_link(h, ar->status, ar->cfg.timeout_ns, &ar->link))) goto fail;
   /* last, so a failure above leaves the heap as it was */
   if ((s = hm_heap_reserve(h, bytes, &ar->region))) goto fail;
-  pthread_mutex_lock(&h->lock);
-  h->users++;
-  pthread_mutex_unlock(&h->lock);
+  hm_heap_retain(h);
   *out = ar;
   return HM_OK;
 fail:
@@ -99,8 +97,12 @@ fail:
   return s;
 }
 
-void hm_ar_destroy(hm_ar *ar) {
-  if (!ar) return;
+hm_status hm_ar_destroy(hm_ar *ar) {
+  if (!ar) return hm_fail(HM_ERR_INVALID_ARG, "hm_ar_destroy: NULL all-reduce");
+  /* a chain replays its recorded steps from their arguments */
+  unsigned held = hm_mem_held(ar->rt, ar->rec, ar->nrec);
+  if (held)
+    return hm_fail(HM_ERR_BUSY, "hm_ar_destroy: %u recorded step(s) are still in chains: hm_chain_destroy first", held);
   /* steps still in flight read their argument slots: every step ends within its bound on
    * waiting, so wait that long; should one not end (a hung agent), keep the slots rather than
    * free memory a kernel may still read (hm_runtime_close frees them) */
@@ -112,10 +114,9 @@ void hm_ar_destroy(hm_ar *ar) {
       memset(ar->sig, 0, sizeof ar->sig);
       break;
     }
-  pthread_mutex_lock(&ar->h->lock);
-  ar->h->users--;
-  pthread_mutex_unlock(&ar->h->lock);
+  hm_heap_release(ar->h);
   release_ar(ar);
+  return HM_OK;
 }
 
 hm_status hm_ar_status(const hm_ar *ar) {

@@ -20,7 +20,7 @@ struct hm_heap {
   uint32_t *stage;                /* host-visible scratch for the copy engine (a page) */
   size_t reserved;                /* bytes of each half handed out by hm_heap_reserve */
   pthread_mutex_t lock;
-  unsigned users;                 /* hm_allreduce objects on this heap */
+  unsigned users;                 /* hm_heap_retain: all-reduces, FFN/K2 runners on this heap */
   bool failed;                    /* this rank's reason is in its arena (hm_heap_fail) */
   uint64_t header;                /* this rank's step header (hm_heap_step_begin), 0 before any */
   hm_signal copies;               /* counts down the header's copies into every arena */

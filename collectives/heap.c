@@ -223,6 +223,7 @@ hm_status hm_heap_create(hm_agent *a, const hm_heap_config *cfg, const hm_bootst
       return hm_fail(HM_ERR_PEER, "heap set-up (rank %u of %u): %s", cfg->rank, cfg->tp, why);
     }
   hm_log(HM_LOG_INFO, "heap: rank %u of %u, arena %zu bytes, halves of %zu", h->rank, h->tp, h->arena_bytes, half);
+  hm_runtime_retain(h->rt); /* its arena and mappings are the runtime's */
   *out = h;
   return HM_OK;
 }
@@ -232,9 +233,28 @@ hm_status hm_heap_destroy(hm_heap *h) {
   pthread_mutex_lock(&h->lock);
   unsigned users = h->users;
   pthread_mutex_unlock(&h->lock);
-  if (users) return hm_fail(HM_ERR_INVALID_ARG, "hm_heap_destroy: %u all-reduce object(s) still use the heap", users);
+  if (users)
+    return hm_fail(HM_ERR_BUSY,
+                   "hm_heap_destroy: %u object(s) still use the heap (all-reduces, FFN/K2 runners, layers): destroy "
+                   "them first",
+                   users);
+  hm_runtime_release(h->rt);
   release_heap(h);
   return HM_OK;
+}
+
+void hm_heap_retain(hm_heap *h) {
+  if (!h) return;
+  pthread_mutex_lock(&h->lock);
+  h->users++;
+  pthread_mutex_unlock(&h->lock);
+}
+
+void hm_heap_release(hm_heap *h) {
+  if (!h) return;
+  pthread_mutex_lock(&h->lock);
+  if (h->users) h->users--;
+  pthread_mutex_unlock(&h->lock);
 }
 
 unsigned hm_heap_rank(const hm_heap *h) { return h ? h->rank : 0; }

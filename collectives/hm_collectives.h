@@ -70,9 +70,14 @@ typedef struct hm_heap_config {
  * same reason where one rank's failure causes it) if any rank fails, leaves or does not arrive
  * within the timeout, naming that rank; nothing stays allocated then. */
 hm_status hm_heap_create(hm_agent *a, const hm_heap_config *cfg, const hm_bootstrap *boot, hm_heap **out);
-/* Not collective: ranks tear down in any order, whatever state their peers are in. Refused while
- * an all-reduce (hm_ar) still uses the heap. */
+/* Not collective: ranks tear down in any order, whatever state their peers are in. Refused
+ * (HM_ERR_BUSY, nothing done) while an object still uses the heap: an all-reduce (hm_ar), an FFN
+ * or K2 runner, a layer (through its K2). */
 hm_status hm_heap_destroy(hm_heap *h);
+/* Objects built on the heap hold it (hm_ar_create, hm_ffn_create, hm_k2_create do), so
+ * hm_heap_destroy refuses while any lives. */
+void hm_heap_retain(hm_heap *h);
+void hm_heap_release(hm_heap *h);
 
 unsigned hm_heap_rank(const hm_heap *h);
 unsigned hm_heap_tp(const hm_heap *h);
@@ -156,8 +161,9 @@ hm_status hm_ar_wait(hm_ar *ar, uint64_t timeout_ns);
 /* HM_OK, or HM_ERR_PEER with what the launches reported (which rank was waited for in vain). */
 hm_status hm_ar_status(const hm_ar *ar);
 /* Waits for the steps hm_allreduce enqueued (each ends within its bound); replays of recorded
- * steps are the caller's to have finished (hm_chain_wait) first. */
-void hm_ar_destroy(hm_ar *ar);
+ * steps are the caller's to have finished (hm_chain_wait) first. HM_ERR_BUSY (nothing done)
+ * while a chain still holds a recorded step (hm_chain_destroy first). */
+hm_status hm_ar_destroy(hm_ar *ar);
 
 #ifdef __cplusplus
 }

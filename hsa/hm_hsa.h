@@ -32,8 +32,13 @@ typedef struct hm_signal { uint64_t handle; } hm_signal; /* an hsa_signal_t */
  * NULL means $HSAMONO_RUNTIME, or "auto" when unset. Every entry point is resolved once. */
 hm_status hm_runtime_open(const char *which, hm_runtime **out);
 /* Frees everything the runtime still tracks (programs, queues, memory, signals), then shuts the
- * HSA library down. */
-void hm_runtime_close(hm_runtime *rt);
+ * HSA library down. HM_ERR_BUSY (and nothing done) while an object built on it lives: a heap, a
+ * K1, FFN or K2 runner, a layer, a recorded chain (destroy them first, docs/api.md "Teardown"). */
+hm_status hm_runtime_close(hm_runtime *rt);
+/* Objects built on the runtime hold it (the library's heaps, runners and chains do; a caller's
+ * own may too), so hm_runtime_close refuses while any lives. */
+void hm_runtime_retain(hm_runtime *rt);
+void hm_runtime_release(hm_runtime *rt);
 /* "rocr", "sim" or the path that was loaded */
 const char *hm_runtime_backend(const hm_runtime *rt);
 bool hm_runtime_is_sim(const hm_runtime *rt);
@@ -97,6 +102,29 @@ hm_status hm_agent_bind_thread(hm_agent *a);
  * pool's 4 KiB granule; 0 = the granule). The runtime tracks every allocation; hm_runtime_close frees what is left. */
 hm_status hm_mem_alloc(hm_agent *a, hm_pool_kind kind, size_t bytes, size_t align, void **out);
 hm_status hm_mem_free(hm_runtime *rt, void *p);
+/* A tensor a step reads or writes, for hm_mem_check: its name (for the message), its address and
+ * the bytes from there the step touches. HM_MEM_DEVICE: the agent's own device memory or the
+ * runtime's host memory (HM_POOL_HOST / HM_POOL_KERNARG, open to every GPU agent);
+ * HM_MEM_HOST: the runtime's host memory only (the host reads it too: decode metadata). */
+typedef enum hm_mem_use { HM_MEM_DEVICE, HM_MEM_HOST } hm_mem_use;
+typedef struct hm_mem_need {
+  const char *name;
+  const void *p;
+  uint64_t bytes;
+  hm_mem_use use;
+} hm_mem_need;
+/* Each of t[0..n) against the allocation it lies in: not NULL, 4-byte aligned, an allocation of
+ * a's runtime (not malloc'd, stack, freed or IPC-mapped memory), of agent a if device memory,
+ * host memory if HM_MEM_HOST, with t->bytes left in it from t->p. The first that fails is
+ * HM_ERR_INVALID_ARG: "<who>: <name> ...". One lock and a binary search a tensor; no allocation. */
+hm_status hm_mem_check(hm_agent *a, const char *who, const hm_mem_need *t, unsigned n);
+/* Holds on an allocation (the one holding p): a user that reads it later (a recorded chain's
+ * kernel arguments, a K1 on a K2's epoch buffer). hm_mem_free refuses it (HM_ERR_BUSY) while held. */
+hm_status hm_mem_hold(hm_runtime *rt, const void *p);
+void hm_mem_unhold(hm_runtime *rt, const void *p);
+unsigned hm_mem_holds(hm_runtime *rt, const void *p);
+/* How many of p[0..n) are held (an owner's recorded kernel arguments still in chains). */
+unsigned hm_mem_held(hm_runtime *rt, void *const *p, unsigned n);
 /* Size of the allocation holding p (0 if none) */
 size_t hm_mem_size(hm_runtime *rt, const void *p);
 /* Let the given GPU agents (and the host, if host) access the allocation holding p. */
@@ -161,7 +189,8 @@ typedef enum hm_fence { HM_FENCE_NONE = 0, HM_FENCE_AGENT = 1, HM_FENCE_SYSTEM =
 
 /* One long-lived AQL queue; size in packets (a power of two the agent allows). */
 hm_status hm_queue_create(hm_agent *a, uint32_t size, hm_queue **out);
-void hm_queue_destroy(hm_queue *q);
+/* HM_ERR_BUSY (and nothing done) while a recorded chain is on it (hm_chain_destroy first). */
+hm_status hm_queue_destroy(hm_queue *q);
 /* HM_OK, or HM_ERR_QUEUE_FAULT with the agent's reason once the queue has reported an error. */
 hm_status hm_queue_status(hm_queue *q);
 hm_agent *hm_queue_agent(const hm_queue *q);
@@ -208,6 +237,8 @@ hm_status hm_chain_replay(hm_chain *c);
 hm_status hm_chain_wait(hm_chain *c, uint64_t timeout_ns);
 /* how many of the last replay's packets needed their whole body written (0 when only headers) */
 unsigned hm_chain_last_full_writes(const hm_chain *c);
+/* A chain holds its queue, the runtime and every kernel-argument allocation it recorded (whose
+ * owners, the runners and layers, refuse to be destroyed while it lives). */
 void hm_chain_destroy(hm_chain *c);
 
 /* ---------------------------------------------------------------- persistent launches */

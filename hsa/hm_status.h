@@ -19,7 +19,8 @@ typedef enum hm_status {
   HM_ERR_QUEUE_FAULT,  /* the agent reported an error on a queue (a failed dispatch) */
   HM_ERR_REFUSED,      /* a launch or layer the rules refuse (residency, eligibility) */
   HM_ERR_PEER,         /* a peer rank failed, left or never arrived */
-  HM_ERR_IO            /* a system call on a file or socket failed */
+  HM_ERR_IO,           /* a system call on a file or socket failed */
+  HM_ERR_BUSY          /* an object still in use by another (destroy its users first): nothing done */
 } hm_status;
 
 /* "HM_ERR_FORMAT" etc. */

@@ -9,6 +9,7 @@ struct hm_chain {
   hm_queue *q;
   hsa_kernel_dispatch_packet_t *pkts; /* whole packets as recorded; bytes 0..3 unused */
   uint32_t *hs;                       /* header | setup << 16 of each */
+  void **args;                        /* each dispatch's kernel arguments, held (NULL: a barrier) */
   unsigned n, cap;
   hm_signal done;
   uint64_t id;
@@ -34,6 +35,11 @@ hm_status hm_chain_create(hm_queue *q, hm_chain **out) {
   }
   c->q = q;
   c->id = atomic_fetch_add(&next_chain_id, 1);
+  /* the chain writes the queue's ring and the runtime's signals until destroyed */
+  pthread_mutex_lock(&q->rt->lock);
+  q->chains++;
+  pthread_mutex_unlock(&q->rt->lock);
+  hm_runtime_retain(q->rt);
   *out = c;
   return HM_OK;
 }
@@ -46,7 +52,9 @@ static hm_status grow(hm_chain *c) {
   if (p) c->pkts = p;
   uint32_t *h = realloc(c->hs, cap * sizeof *h);
   if (h) c->hs = h;
-  if (!p || !h) return hm_fail(HM_ERR_NO_MEMORY, "out of memory");
+  void **a = realloc(c->args, cap * sizeof *a);
+  if (a) c->args = a;
+  if (!p || !h || !a) return hm_fail(HM_ERR_NO_MEMORY, "out of memory");
   c->cap = cap;
   return HM_OK;
 }
@@ -72,6 +80,10 @@ hm_status hm_chain_add_dispatch(hm_chain *c, const hm_dispatch *d) {
   if (k->refused[0]) return hm_fail(HM_ERR_UNSUPPORTED, "%s", k->refused);
   if (!d->ctas || (!d->cta_size && !k->info.cta_size) || (!d->kernarg && k->info.kernarg_size))
     return hm_fail(HM_ERR_INVALID_ARG, "chain: dispatch of %s lacks its grid, CTA size or arguments", k->info.name);
+  /* a replay reads the arguments again: their owner may not free them while the chain lives */
+  if (d->kernarg && (s = hm_mem_hold(c->q->rt, d->kernarg)))
+    return hm_fail_prefix(s, "chain: the kernel arguments of %s", k->info.name);
+  c->args[c->n] = d->kernarg;
   c->hs[c->n] = hm_aql_dispatch_body(&c->pkts[c->n], &one, k);
   c->n++;
   move_done(c);
@@ -84,6 +96,7 @@ hm_status hm_chain_add_barrier(hm_chain *c, const hm_barrier_pkt *b) {
     return hm_fail(HM_ERR_INVALID_ARG, "chain packets take no completion signal (hm_chain_wait waits for the chain)");
   hm_status s = grow(c);
   if (s) return s;
+  c->args[c->n] = NULL;
   c->hs[c->n] = hm_aql_barrier_body(&c->pkts[c->n], b);
   c->n++;
   move_done(c);
@@ -127,10 +140,17 @@ unsigned hm_chain_last_full_writes(const hm_chain *c) { return c ? c->last_full 
 
 void hm_chain_destroy(hm_chain *c) {
   if (!c) return;
+  hm_runtime *rt = c->q->rt;
   for (uint32_t i = 0; i < c->q->size; i++)
     if (c->q->slot_owner[i] >> 32 == c->id) c->q->slot_owner[i] = 0;
-  hm_signal_destroy(c->q->rt, c->done);
+  for (unsigned i = 0; i < c->n; i++) hm_mem_unhold(rt, c->args[i]);
+  hm_signal_destroy(rt, c->done);
+  pthread_mutex_lock(&rt->lock);
+  c->q->chains--;
+  pthread_mutex_unlock(&rt->lock);
+  hm_runtime_release(rt);
   free(c->pkts);
   free(c->hs);
+  free(c->args);
   free(c);
 }

@@ -69,6 +69,8 @@ struct hm_alloc {
   hm_agent *agent; /* whose pool (NULL: attached through IPC) */
   hm_pool_kind kind;
   bool attached;
+  unsigned holds; /* hm_mem_hold: users that read it later (a chain's packets, a K1 on a shared
+                   * epoch); hm_mem_free refuses while any */
 };
 
 struct hm_agent {
@@ -108,8 +110,10 @@ struct hm_runtime {
   struct hm_cpu cpus[HM_MAX_CPU_AGENTS];
   unsigned ncpus;
   pthread_mutex_t lock;
+  /* sorted by address, so a step's pointer checks (hm_mem_check) are a binary search each */
   struct hm_alloc *allocs;
   unsigned nallocs, alloc_cap;
+  unsigned users; /* hm_runtime_retain: objects built on it (heaps, launches, chains) */
   hm_queue *queues;
   hm_program *programs;
   hm_signal *signals;
@@ -125,6 +129,7 @@ struct hm_queue {
   hsa_kernel_dispatch_packet_t *ring;
   /* which recorded chain packet each ring slot still holds (0: none), for header-only replays */
   uint64_t *slot_owner;
+  unsigned chains; /* recorded chains on it (they touch its ring): hm_queue_destroy refuses while any */
   _Atomic int fault_status; /* hsa_status_t of the queue's error, 0 while healthy */
   char fault_msg[1024];
   hm_queue *next;
@@ -155,6 +160,10 @@ hsa_agent_t hm_rt_cpu_of(const hm_agent *a);
 /* find the CPUs of GPU agent a's NUMA node (a->info.numa_node) for hm_agent_bind_thread */
 void hm_rt_numa_prepare(hm_agent *a);
 bool hm_rt_find_alloc(hm_runtime *rt, const void *p, struct hm_alloc *out);
+/* the sorted allocation table (rt_memory.c); the caller holds rt->lock */
+int hm_rt_alloc_index(const hm_runtime *rt, const void *p);
+hm_status hm_rt_alloc_insert(hm_runtime *rt, const struct hm_alloc *a);
+void hm_rt_alloc_remove(hm_runtime *rt, unsigned i);
 uint64_t hm_now_ns(void);
 /* write one packet body (everything but its first 32 bits) into slot; returns header|setup<<16 */
 uint32_t hm_aql_dispatch_body(hsa_kernel_dispatch_packet_t *slot, const hm_dispatch *d, const hm_kernel *k);

@@ -35,18 +35,13 @@ hm_status hm_ipc_attach(hm_runtime *rt, const hm_ipc_handle *h, hm_agent *const 
   hsa_status_t s = rt->api.hsa_amd_ipc_memory_attach(&hh, h->size, n, list, &p);
   if (s != HSA_STATUS_SUCCESS || !p) return hm_hsa_fail(rt, s, "attaching an IPC handle of %llu bytes", (unsigned long long)h->size);
   pthread_mutex_lock(&rt->lock);
-  if (rt->nallocs == rt->alloc_cap) {
-    unsigned cap = rt->alloc_cap ? 2 * rt->alloc_cap : 64;
-    struct hm_alloc *na = realloc(rt->allocs, cap * sizeof *na);
-    if (!na) {
-      pthread_mutex_unlock(&rt->lock);
-      rt->api.hsa_amd_ipc_memory_detach(p);
-      return hm_fail(HM_ERR_NO_MEMORY, "out of memory tracking an attachment");
-    }
-    rt->allocs = na, rt->alloc_cap = cap;
-  }
-  rt->allocs[rt->nallocs++] = (struct hm_alloc){.p = p, .size = h->size, .attached = true};
+  struct hm_alloc rec = {.p = p, .size = h->size, .attached = true};
+  hm_status st = hm_rt_alloc_insert(rt, &rec);
   pthread_mutex_unlock(&rt->lock);
+  if (st) {
+    rt->api.hsa_amd_ipc_memory_detach(p);
+    return hm_fail_prefix(st, "an attachment");
+  }
   *out = p;
   return HM_OK;
 }
@@ -54,14 +49,12 @@ hm_status hm_ipc_attach(hm_runtime *rt, const hm_ipc_handle *h, hm_agent *const 
 hm_status hm_ipc_detach(hm_runtime *rt, void *p) {
   if (!rt || !p) return hm_fail(HM_ERR_INVALID_ARG, "hm_ipc_detach: NULL argument");
   pthread_mutex_lock(&rt->lock);
-  unsigned i;
-  for (i = 0; i < rt->nallocs; i++)
-    if (rt->allocs[i].p == p && rt->allocs[i].attached) break;
-  if (i == rt->nallocs) {
+  int i = hm_rt_alloc_index(rt, p);
+  if (i < 0 || rt->allocs[i].p != p || !rt->allocs[i].attached) {
     pthread_mutex_unlock(&rt->lock);
     return hm_fail(HM_ERR_INVALID_ARG, "hm_ipc_detach: %p is not an attachment of this runtime", p);
   }
-  rt->allocs[i] = rt->allocs[--rt->nallocs];
+  hm_rt_alloc_remove(rt, (unsigned)i);
   pthread_mutex_unlock(&rt->lock);
   hsa_status_t s = rt->api.hsa_amd_ipc_memory_detach(p);
   return s == HSA_STATUS_SUCCESS ? HM_OK : hm_hsa_fail(rt, s, "detaching %p", p);

@@ -5,30 +5,59 @@
 
 #include "rt_internal.h"
 
-static hm_status track(hm_runtime *rt, const struct hm_alloc *a) {
-  pthread_mutex_lock(&rt->lock);
+/* The table is kept sorted by address (allocations never overlap), so a lookup is a binary
+ * search: a step checks each of its tensors (hm_mem_check) and must stay cheap however many
+ * weights, mailboxes and caches a process holds. Inserts and removals move the tail; they are
+ * not on the step path. */
+
+/* Caller holds rt->lock. */
+hm_status hm_rt_alloc_insert(hm_runtime *rt, const struct hm_alloc *a) {
   if (rt->nallocs == rt->alloc_cap) {
     unsigned cap = rt->alloc_cap ? 2 * rt->alloc_cap : 64;
     struct hm_alloc *n = realloc(rt->allocs, cap * sizeof *n);
-    if (!n) {
-      pthread_mutex_unlock(&rt->lock);
-      return hm_fail(HM_ERR_NO_MEMORY, "out of memory tracking allocations");
-    }
+    if (!n) return hm_fail(HM_ERR_NO_MEMORY, "out of memory tracking allocations");
     rt->allocs = n, rt->alloc_cap = cap;
   }
-  rt->allocs[rt->nallocs++] = *a;
-  pthread_mutex_unlock(&rt->lock);
+  unsigned lo = 0, hi = rt->nallocs;
+  while (lo < hi) {
+    unsigned mid = (lo + hi) / 2;
+    if ((uintptr_t)rt->allocs[mid].p < (uintptr_t)a->p) lo = mid + 1;
+    else hi = mid;
+  }
+  memmove(&rt->allocs[lo + 1], &rt->allocs[lo], (rt->nallocs - lo) * sizeof *rt->allocs);
+  rt->allocs[lo] = *a;
+  rt->nallocs++;
   return HM_OK;
 }
 
 /* Caller holds rt->lock. */
-static int find_index(const hm_runtime *rt, const void *p) {
-  for (unsigned i = 0; i < rt->nallocs; i++) {
-    const struct hm_alloc *a = &rt->allocs[i];
-    if ((const char *)p >= (const char *)a->p && (const char *)p < (const char *)a->p + a->size) return (int)i;
-  }
-  return -1;
+void hm_rt_alloc_remove(hm_runtime *rt, unsigned i) {
+  memmove(&rt->allocs[i], &rt->allocs[i + 1], (rt->nallocs - i - 1) * sizeof *rt->allocs);
+  rt->nallocs--;
 }
+
+static hm_status track(hm_runtime *rt, const struct hm_alloc *a) {
+  pthread_mutex_lock(&rt->lock);
+  hm_status s = hm_rt_alloc_insert(rt, a);
+  pthread_mutex_unlock(&rt->lock);
+  return s;
+}
+
+/* The allocation holding p, or -1. Caller holds rt->lock. */
+int hm_rt_alloc_index(const hm_runtime *rt, const void *p) {
+  uintptr_t x = (uintptr_t)p;
+  unsigned lo = 0, hi = rt->nallocs; /* the last allocation starting at or below p */
+  while (lo < hi) {
+    unsigned mid = (lo + hi) / 2;
+    if ((uintptr_t)rt->allocs[mid].p <= x) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo == 0) return -1;
+  const struct hm_alloc *a = &rt->allocs[lo - 1];
+  return x - (uintptr_t)a->p < a->size ? (int)(lo - 1) : -1;
+}
+
+static int find_index(const hm_runtime *rt, const void *p) { return hm_rt_alloc_index(rt, p); }
 
 bool hm_rt_find_alloc(hm_runtime *rt, const void *p, struct hm_alloc *out) {
   pthread_mutex_lock(&rt->lock);
@@ -94,7 +123,13 @@ hm_status hm_mem_free(hm_runtime *rt, void *p) {
     pthread_mutex_unlock(&rt->lock);
     return hm_fail(HM_ERR_INVALID_ARG, "hm_mem_free: %p is not the start of an allocation of this runtime", p);
   }
-  rt->allocs[i] = rt->allocs[--rt->nallocs];
+  unsigned holds = rt->allocs[i].holds;
+  if (holds) {
+    pthread_mutex_unlock(&rt->lock);
+    return hm_fail(HM_ERR_BUSY, "hm_mem_free: %p is still used by %u holder(s) (a recorded chain, a K1 on a shared "
+                   "epoch): release them first", p, holds);
+  }
+  hm_rt_alloc_remove(rt, (unsigned)i);
   pthread_mutex_unlock(&rt->lock);
   hsa_status_t s = rt->api.hsa_amd_memory_pool_free(p);
   return s == HSA_STATUS_SUCCESS ? HM_OK : hm_hsa_fail(rt, s, "freeing %p", p);
@@ -195,4 +230,92 @@ hm_status hm_kernarg_new(hm_agent *a, const void *args, size_t n, void **out) {
   if (n) memcpy(p, args, n);
   *out = p;
   return HM_OK;
+}
+
+/* ---------------------------------------------------------------- a step's tensors */
+
+static const char *kind_is(hm_pool_kind k) {
+  return k == HM_POOL_HOST || k == HM_POOL_KERNARG ? "host" : "device";
+}
+
+/* One tensor against the table (caller holds rt->lock); formats a message only on failure. */
+static hm_status check_one(const hm_runtime *rt, const hm_agent *a, const char *who, const hm_mem_need *t) {
+  if (!t->p) return hm_fail(HM_ERR_INVALID_ARG, "%s: %s is NULL", who, t->name);
+  if ((uintptr_t)t->p & 3) return hm_fail(HM_ERR_INVALID_ARG, "%s: %s (%p) is not 4-byte aligned", who, t->name, t->p);
+  int i = find_index(rt, t->p);
+  if (i < 0)
+    return hm_fail(HM_ERR_INVALID_ARG,
+                   "%s: %s (%p) is not memory of this runtime (malloc'd, stack or freed memory?): step tensors come "
+                   "from hm_mem_alloc",
+                   who, t->name, t->p);
+  const struct hm_alloc *m = &rt->allocs[i];
+  if (m->attached)
+    return hm_fail(HM_ERR_INVALID_ARG, "%s: %s (%p) is another rank's memory mapped through IPC", who, t->name, t->p);
+  const bool host = m->kind == HM_POOL_HOST || m->kind == HM_POOL_KERNARG;
+  if (t->use == HM_MEM_HOST && !host)
+    return hm_fail(HM_ERR_INVALID_ARG,
+                   "%s: %s (%p) is agent %u's device memory: the host reads it, so it must come from HM_POOL_HOST", who,
+                   t->name, t->p, m->agent->index);
+  /* system memory is open to every GPU agent (hm_mem_alloc allows them all); device memory is
+   * the pool's own agent's */
+  if (!host && m->agent != a)
+    return hm_fail(HM_ERR_INVALID_ARG, "%s: %s (%p) is agent %u's memory; the step runs on agent %u", who, t->name,
+                   t->p, m->agent->index, a->index);
+  const uint64_t left = (uint64_t)m->size - ((uintptr_t)t->p - (uintptr_t)m->p);
+  if (t->bytes > left)
+    return hm_fail(HM_ERR_INVALID_ARG,
+                   "%s: %s needs %llu bytes for the step, its %s allocation has %llu from %p (%zu bytes at %p)", who,
+                   t->name, (unsigned long long)t->bytes, kind_is(m->kind), (unsigned long long)left, t->p, m->size,
+                   m->p);
+  return HM_OK;
+}
+
+hm_status hm_mem_check(hm_agent *a, const char *who, const hm_mem_need *t, unsigned n) {
+  if (!a || !who || (n && !t)) return hm_fail(HM_ERR_INVALID_ARG, "hm_mem_check: NULL argument");
+  hm_runtime *rt = a->rt;
+  hm_status s = HM_OK;
+  pthread_mutex_lock(&rt->lock);
+  for (unsigned i = 0; i < n && !s; i++) s = check_one(rt, a, who, &t[i]);
+  pthread_mutex_unlock(&rt->lock);
+  return s;
+}
+
+/* ---------------------------------------------------------------- holds */
+
+hm_status hm_mem_hold(hm_runtime *rt, const void *p) {
+  if (!rt || !p) return hm_fail(HM_ERR_INVALID_ARG, "hm_mem_hold: NULL argument");
+  pthread_mutex_lock(&rt->lock);
+  int i = find_index(rt, p);
+  if (i >= 0) rt->allocs[i].holds++;
+  pthread_mutex_unlock(&rt->lock);
+  return i >= 0 ? HM_OK : hm_fail(HM_ERR_INVALID_ARG, "hm_mem_hold: %p is in no allocation of this runtime", p);
+}
+
+void hm_mem_unhold(hm_runtime *rt, const void *p) {
+  if (!rt || !p) return;
+  pthread_mutex_lock(&rt->lock);
+  int i = find_index(rt, p);
+  if (i >= 0 && rt->allocs[i].holds) rt->allocs[i].holds--;
+  pthread_mutex_unlock(&rt->lock);
+}
+
+unsigned hm_mem_holds(hm_runtime *rt, const void *p) {
+  if (!rt || !p) return 0;
+  pthread_mutex_lock(&rt->lock);
+  int i = find_index(rt, p);
+  unsigned n = i >= 0 ? rt->allocs[i].holds : 0;
+  pthread_mutex_unlock(&rt->lock);
+  return n;
+}
+
+unsigned hm_mem_held(hm_runtime *rt, void *const *p, unsigned n) {
+  if (!rt) return 0;
+  unsigned held = 0;
+  pthread_mutex_lock(&rt->lock);
+  for (unsigned k = 0; k < n; k++) {
+    int i = p[k] ? find_index(rt, p[k]) : -1;
+    held += i >= 0 && rt->allocs[i].holds;
+  }
+  pthread_mutex_unlock(&rt->lock);
+  return held;
 }

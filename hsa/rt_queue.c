@@ -63,10 +63,15 @@ static void destroy(hm_queue *q) {
   free(q);
 }
 
-void hm_queue_destroy(hm_queue *q) {
-  if (!q) return;
+hm_status hm_queue_destroy(hm_queue *q) {
+  if (!q) return hm_fail(HM_ERR_INVALID_ARG, "hm_queue_destroy: NULL queue");
   hm_runtime *rt = q->rt;
   pthread_mutex_lock(&rt->lock);
+  if (q->chains) {
+    unsigned n = q->chains;
+    pthread_mutex_unlock(&rt->lock);
+    return hm_fail(HM_ERR_BUSY, "hm_queue_destroy: %u recorded chain(s) still use the queue: hm_chain_destroy first", n);
+  }
   for (hm_queue **pp = &rt->queues; *pp; pp = &(*pp)->next)
     if (*pp == q) {
       *pp = q->next;
@@ -74,6 +79,7 @@ void hm_queue_destroy(hm_queue *q) {
     }
   pthread_mutex_unlock(&rt->lock);
   destroy(q);
+  return HM_OK;
 }
 
 void hm_queue_destroy_all(hm_runtime *rt) {

@@ -362,8 +362,31 @@ void hm_queue_destroy_all(hm_runtime *rt);
 void hm_mem_free_all(hm_runtime *rt);
 void hm_signal_destroy_all(hm_runtime *rt);
 
-void hm_runtime_close(hm_runtime *rt) {
+void hm_runtime_retain(hm_runtime *rt) {
   if (!rt) return;
+  pthread_mutex_lock(&rt->lock);
+  rt->users++;
+  pthread_mutex_unlock(&rt->lock);
+}
+
+void hm_runtime_release(hm_runtime *rt) {
+  if (!rt) return;
+  pthread_mutex_lock(&rt->lock);
+  if (rt->users) rt->users--;
+  pthread_mutex_unlock(&rt->lock);
+}
+
+hm_status hm_runtime_close(hm_runtime *rt) {
+  if (!rt) return hm_fail(HM_ERR_INVALID_ARG, "hm_runtime_close: NULL runtime");
+  /* the heaps, runners, layers and chains still alive would free into a closed runtime */
+  pthread_mutex_lock(&rt->lock);
+  unsigned users = rt->users;
+  pthread_mutex_unlock(&rt->lock);
+  if (users)
+    return hm_fail(HM_ERR_BUSY,
+                   "hm_runtime_close: %u object(s) built on the runtime (heaps, K1/FFN/K2 runners, chains) still use "
+                   "it: destroy them first",
+                   users);
   hm_queue_destroy_all(rt);
   hm_program_unload_all(rt);
   hm_signal_destroy_all(rt);
@@ -375,6 +398,7 @@ void hm_runtime_close(hm_runtime *rt) {
   free(rt->signals);
   pthread_mutex_destroy(&rt->lock);
   free(rt);
+  return HM_OK;
 }
 
 const char *hm_runtime_backend(const hm_runtime *rt) { return rt ? rt->backend : ""; }

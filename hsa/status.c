@@ -26,6 +26,7 @@ const char *hm_status_name(hm_status s) {
   case HM_ERR_REFUSED: return "HM_ERR_REFUSED";
   case HM_ERR_PEER: return "HM_ERR_PEER";
   case HM_ERR_IO: return "HM_ERR_IO";
+  case HM_ERR_BUSY: return "HM_ERR_BUSY";
   }
   return "HM_ERR_(unknown)";
 }

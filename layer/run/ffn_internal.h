@@ -59,7 +59,11 @@ struct hm_ffn {
   struct ffn_width width[FFN_MAX_ROWS + 1];
   void **recorded;       /* kernargs of recorded steps, freed with the launch */
   uint32_t nrecorded, caprecorded;
+  uint32_t owners;       /* layers it is a part of: hm_ffn_destroy refuses while any */
 };
+
+/* How many of its recorded steps' arguments chains still hold. */
+unsigned hm_ffn_recorded_held(const hm_ffn *f);
 
 /* ffn_bind.c: the checks of hm_ffn_create (a refusal names its rule, messages start "<who>: "),
  * and the weights' upload. K2 runs the FFN half's checks too, as who "K2". */

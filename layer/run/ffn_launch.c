@@ -7,6 +7,7 @@
 #include "dev_persist.h"
 #include "epoch.h"
 #include "ffn_internal.h"
+#include "seam_needs.h"
 
 static hm_status teardown(hm_ffn *f, hm_status s) {
   if (!f) return s;
@@ -97,6 +98,7 @@ static hm_status open_runner(hm_heap *heap, const hm_layer_weights *w, const hm_
       (s = hm_kernarg_new(a, &zero, sizeof zero, &f->kernarg)) || (s = hm_signal_create(f->rt, 0, &f->done)))
     return teardown(f, s);
   *f->status = 0;
+  hm_heap_retain(heap); /* its regions and arena table are the heap's */
   *out = f;
   return HM_OK;
 }
@@ -115,7 +117,25 @@ hm_status hm_ffn_create(hm_heap *heap, const hm_layer_weights *w, const hm_ffn_c
   return hm_ffn_open(heap, w, cfg, FFN_MODE_FFN, out);
 }
 
-void hm_ffn_destroy(hm_ffn *f) { teardown(f, HM_OK); }
+unsigned hm_ffn_recorded_held(const hm_ffn *f) { return hm_mem_held(f->rt, f->recorded, f->nrecorded); }
+
+hm_status hm_ffn_destroy(hm_ffn *f) {
+  if (!f) return hm_fail(HM_ERR_INVALID_ARG, "hm_ffn_destroy: NULL runner");
+  /* its users: the layer that owns it, chains replaying its recorded steps, K1 runners on its
+   * epoch buffer; each would read or write what this frees */
+  unsigned held = hm_ffn_recorded_held(f), epoch = hm_mem_holds(f->rt, f->epoch);
+  if (f->owners)
+    return hm_fail(HM_ERR_BUSY, "hm_ffn_destroy: layer %d's %s belongs to %u layer(s): hm_layer_destroy destroys it",
+                   f->cfg.layer, f->launch, f->owners);
+  if (held)
+    return hm_fail(HM_ERR_BUSY, "hm_ffn_destroy: %u recorded step(s) of layer %d's %s are still in chains: "
+                   "hm_chain_destroy first", held, f->cfg.layer, f->launch);
+  if (epoch)
+    return hm_fail(HM_ERR_BUSY, "hm_ffn_destroy: %u K1 runner(s) still share layer %d's %s epoch buffer: "
+                   "hm_k1_destroy first", epoch, f->cfg.layer, f->launch);
+  hm_heap_release(f->heap);
+  return teardown(f, HM_OK);
+}
 
 uint32_t hm_ffn_grid(const hm_ffn *f) { return f ? f->grid : 0; }
 const hm_layer_config *hm_ffn_layer(const hm_ffn *f) { return f ? &f->cfg : NULL; }
@@ -128,31 +148,32 @@ hm_status hm_ffn_check_mode(const hm_ffn *f, enum ffn_mode mode, const char *fn,
 
 /* ---------------------------------------------------------------- a step */
 
-static bool aligned4(const void *p) { return p && ((uintptr_t)p & 3) == 0; }
-
 hm_status hm_ffn_check_io(const hm_ffn *f, const hm_ffn_io *io, enum ffn_step step) {
-  (void)f; /* the rules are the step's, whichever runner takes it */
   const bool k2 = step == FFN_STEP_K2;
-  const char *name = k2 ? "K2" : "FFN";
+  const char *name = k2 ? "K2 step" : "FFN step";
   if (io->rows < 1 || io->rows > FFN_MAX_ROWS)
-    return hm_fail(HM_ERR_REFUSED, "%s step: spec/mono.md §5.3.1: %u rows (the launch takes 1..%u)", name, io->rows,
+    return hm_fail(HM_ERR_REFUSED, "%s: spec/mono.md §5.3.1: %u rows (the launch takes 1..%u)", name, io->rows,
                    FFN_MAX_ROWS);
   if (io->prefills)
-    return hm_fail(HM_ERR_REFUSED, "%s step: spec/mono.md §5.3.4: %u prefill tokens (the launch is decode-only)",
-                   name, io->prefills);
+    return hm_fail(HM_ERR_REFUSED, "%s: spec/mono.md §5.3.4: %u prefill tokens (the launch is decode-only)", name,
+                   io->prefills);
   /* K2's wo_b pushes its rows into the all-reduce itself: a part given to it would be ignored,
    * which a caller should hear rather than find out */
   if (k2 && io->part)
     return hm_fail(HM_ERR_INVALID_ARG, "K2 step: ffn.part must be NULL (K2's wo_b pushes its rows itself)");
-  const void *p[] = {io->part, io->res_in, io->post_in, io->comb_in, io->pre_in,
-                     io->out,  io->res_out, io->post_out, io->comb_out, io->pre_out};
-  static const char *names[] = {"part", "res_in", "post_in", "comb_in", "pre_in",
-                                "out",  "res_out", "post_out", "comb_out", "pre_out"};
-  for (unsigned i = k2 ? 1 : 0; i < sizeof p / sizeof p[0]; i++) /* K2 skips part */
-    if (!aligned4(p[i]))
-      return hm_fail(HM_ERR_INVALID_ARG, "%s step: %s%s is %s", name, k2 ? "ffn." : "", names[i],
-                     p[i] ? "not 4-byte aligned" : "NULL");
-  return HM_OK;
+  /* every tensor against the allocation it lies in, sized for this step's rows: the kernels
+   * trust these addresses, so a short or foreign buffer would be written past on the device */
+  static const char *const names[2][2][4] = {
+      {{"res_in", "post_in", "comb_in", "pre_in"}, {"res_out", "post_out", "comb_out", "pre_out"}},
+      {{"ffn.res_in", "ffn.post_in", "ffn.comb_in", "ffn.pre_in"},
+       {"ffn.res_out", "ffn.post_out", "ffn.comb_out", "ffn.pre_out"}}};
+  const uint64_t row = (uint64_t)io->rows * f->cfg.hidden * 2;
+  hm_mem_need t[10];
+  hm_seam_needs(&t[0], io->rows, f->cfg.hidden, names[k2][0], io->res_in, io->post_in, io->comb_in, io->pre_in);
+  t[4] = (hm_mem_need){k2 ? "ffn.out" : "out", io->out, row, HM_MEM_DEVICE};
+  hm_seam_needs(&t[5], io->rows, f->cfg.hidden, names[k2][1], io->res_out, io->post_out, io->comb_out, io->pre_out);
+  t[9] = (hm_mem_need){"part", io->part, row, HM_MEM_DEVICE}; /* last: K2 has none */
+  return hm_mem_check(f->agent, name, t, k2 ? 9 : 10);
 }
 
 hm_status hm_ffn_accepts(const hm_ffn *f, const hm_ffn_io *io) {

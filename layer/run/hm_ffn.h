@@ -42,9 +42,14 @@ typedef struct hm_ffn_config {
  * layers' launches in the same order), loads the kernel. Refusals (HM_ERR_REFUSED) name the rule
  * of spec/mono.md §5 (or the kernel limit) that fails; nothing is left allocated on any error. */
 hm_status hm_ffn_create(hm_heap *heap, const hm_layer_weights *w, const hm_ffn_config *cfg, hm_ffn **out);
-void hm_ffn_destroy(hm_ffn *f);
+/* HM_ERR_BUSY (nothing done) while it is in use: a part of a layer (hm_layer_destroy destroys it),
+ * a recorded step still in a chain (hm_chain_destroy first), a K1 on its epoch buffer (K2). The
+ * runner holds its heap until then (hm_heap_destroy refuses). */
+hm_status hm_ffn_destroy(hm_ffn *f);
 
-/* One step's tensors: device-visible memory of the heap's agent, 4-byte aligned, rows x ... */
+/* One step's tensors: the heap's agent's device memory (or the runtime's host memory), from
+ * hm_mem_alloc, 4-byte aligned, each with room for rows x its shape from its address. Checked
+ * before the launch (hm_mem_check): anything else is HM_ERR_INVALID_ARG naming the tensor. */
 typedef struct hm_ffn_io {
   uint32_t rows;        /* S: decode tokens of the step */
   uint32_t prefills;    /* prefill tokens in the step (the launch is decode-only: must be 0) */

@@ -38,7 +38,10 @@ typedef struct hm_k1_config {
  * comes from hm_k1_keylist). Refusals (HM_ERR_REFUSED) name the rule of spec/mono.md §5 or the
  * kernel limit that fails; nothing is left allocated on any error. */
 hm_status hm_k1_create(hm_agent *a, const hm_layer_weights *w, const hm_k1_config *cfg, hm_k1 **out);
-void hm_k1_destroy(hm_k1 *k);
+/* HM_ERR_BUSY (nothing done) while it is in use: a part of a layer (hm_layer_destroy destroys it)
+ * or a recorded step still in a chain (hm_chain_destroy first). A K1 holds the runtime and the
+ * shared epoch buffer it was given (its K2's destroy refuses) until then. */
+hm_status hm_k1_destroy(hm_k1 *k);
 
 /* A paged fp8_ds_mla cache in the agent's memory: block b at base + b * block_stride, block_size
  * records a block (spec/mono.md §4.5). */
@@ -66,7 +69,10 @@ typedef struct hm_k1_meta {
   uint32_t comp_blocks;        /* blocks of the compressed cache */
 } hm_k1_meta;
 
-/* One step's tensors: device-visible memory of the agent, 4-byte aligned. */
+/* One step's tensors: the agent's device memory (or the runtime's host memory), from hm_mem_alloc,
+ * 4-byte aligned, each with room for rows x its shape (the cache: blocks x block_stride; the
+ * metadata: host memory, HM_POOL_HOST). Checked before anything is read or launched
+ * (hm_mem_check): anything else is HM_ERR_INVALID_ARG naming the tensor. */
 typedef struct hm_k1_io {
   uint32_t rows;        /* S: decode tokens of the step */
   uint32_t prefills;    /* prefill tokens in the step (the launch is decode-only: must be 0) */

@@ -29,8 +29,9 @@ typedef struct hm_ffn hm_k2;
  * error). */
 hm_status hm_k2_create(hm_heap *heap, const hm_layer_weights *w, const hm_ffn_config *cfg, hm_k2 **out);
 
-/* One step's tensors (device-visible memory of the heap's agent, 4-byte aligned; positions
- * host-visible). */
+/* One step's tensors (as hm_ffn_io's: the heap's agent's memory from hm_mem_alloc, 4-byte
+ * aligned, rows x the shape; the caches blocks x block_stride; positions host memory,
+ * HM_POOL_HOST). Checked before the launch: anything else is HM_ERR_INVALID_ARG naming it. */
 typedef struct hm_k2_io {
   /* the FFN seam's inputs (K1's res_out, post_out, comb_out, pre_out) and the layer's outputs;
    * ffn.part must be NULL (wo_b pushes its rows itself) */

@@ -63,9 +63,15 @@ typedef struct hm_layer_options {
  * collective in effect) and K1 on K2's epoch buffer, the layer's device buffers for 48 rows.
  * Refusals (HM_ERR_REFUSED) name the rule of spec/mono.md §5; nothing is left on any error. */
 hm_status hm_layer_create(hm_heap *heap, const hm_layer_weights *w, const hm_layer_options *opt, hm_layer **out);
-void hm_layer_destroy(hm_layer *l);
+/* HM_ERR_BUSY (nothing done) while a chain still holds a recorded launch of the layer
+ * (hm_chain_destroy first). A layer holds its heap (through its K2) and its weights
+ * (hm_weights_free refuses) until destroyed; its K1 and K2 are its own (their destroy refuses). */
+hm_status hm_layer_destroy(hm_layer *l);
 
-/* One whole step's tensors. Device memory of the heap's agent unless said; bf16 as u16 bits. */
+/* One whole step's tensors. Device memory of the heap's agent unless said (or the runtime's host
+ * memory), from hm_mem_alloc, 4-byte aligned, each with room for rows x its shape; bf16 as u16
+ * bits. Checked before anything is launched (hm_mem_check): anything else is HM_ERR_INVALID_ARG
+ * naming the tensor ("layer L step: x_out ..."). */
 typedef struct hm_layer_io {
   uint32_t rows, prefills;
   /* the seam state in: x bf16 [S][D] (the previous layer's output; on layer 0 the embedding),

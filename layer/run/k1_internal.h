@@ -39,7 +39,11 @@ struct hm_k1 {
   struct k1_width width[K1_MAX_ROWS + 1];
   void **recorded;       /* kernargs of recorded steps, freed with the runner */
   uint32_t nrecorded, caprecorded;
+  uint32_t owners;       /* layers it is a part of: hm_k1_destroy refuses while any */
 };
+
+/* How many of its recorded steps' arguments chains still hold. */
+unsigned hm_k1_recorded_held(const hm_k1 *k);
 
 /* k1_bind.c: the checks of hm_k1_create (a refusal names its rule), and the weights' upload. */
 hm_status hm_k1_check_agent(hm_agent *a, const hm_k1_config *cfg);

@@ -7,6 +7,7 @@
 #include "dev_persist.h"
 #include "epoch.h"
 #include "k1_internal.h"
+#include "seam_needs.h"
 
 static hm_status teardown(hm_k1 *k, hm_status s) {
   if (!k) return s;
@@ -31,8 +32,9 @@ hm_status hm_k1_create(hm_agent *a, const hm_layer_weights *w, const hm_k1_confi
   *out = NULL;
   hm_status s;
   if ((s = hm_k1_check_agent(a, cfg)) || (s = hm_k1_check_layer(w))) return s;
-  if (cfg && cfg->epoch && ((uintptr_t)cfg->epoch & 3))
-    return hm_fail(HM_ERR_INVALID_ARG, "K1: the shared epoch buffer is not 4-byte aligned");
+  /* the shared epoch buffer: the agent's memory of DEV_EPOCH_BYTES (a K2's, hm_k2_epoch) */
+  const hm_mem_need ep = {"the shared epoch buffer", cfg ? cfg->epoch : NULL, DEV_EPOCH_BYTES, HM_MEM_DEVICE};
+  if (cfg && cfg->epoch && (s = hm_mem_check(a, "K1", &ep, 1))) return s;
   hm_k1 *k = calloc(1, sizeof *k);
   if (!k) return hm_fail(HM_ERR_NO_MEMORY, "hm_k1_create");
   k->agent = a, k->rt = hm_agent_runtime(a);
@@ -67,19 +69,35 @@ hm_status hm_k1_create(hm_agent *a, const hm_layer_weights *w, const hm_k1_confi
   if ((s = hm_persist_new(a, &k->persist)) || (s = hm_kernarg_new(a, &zero, sizeof zero, &k->kernarg)) ||
       (s = hm_kernarg_new(a, &kl_zero, sizeof kl_zero, &k->kl_kernarg)) || (s = hm_signal_create(k->rt, 0, &k->done)))
     return teardown(k, hm_fail_prefix(s, "K1"));
+  /* last, so a failure above undoes nothing: the shared epoch's owner (K2) may not free it while
+   * this K1 steps on it, nor may the runtime close under it */
+  if (cfg && cfg->epoch && (s = hm_mem_hold(k->rt, cfg->epoch))) return teardown(k, hm_fail_prefix(s, "K1"));
+  hm_runtime_retain(k->rt);
   *out = k;
   return HM_OK;
 }
 
-void hm_k1_destroy(hm_k1 *k) { teardown(k, HM_OK); }
+unsigned hm_k1_recorded_held(const hm_k1 *k) { return hm_mem_held(k->rt, k->recorded, k->nrecorded); }
+
+hm_status hm_k1_destroy(hm_k1 *k) {
+  if (!k) return hm_fail(HM_ERR_INVALID_ARG, "hm_k1_destroy: NULL runner");
+  unsigned held = hm_k1_recorded_held(k);
+  if (k->owners)
+    return hm_fail(HM_ERR_BUSY, "hm_k1_destroy: layer %d's K1 belongs to %u layer(s): hm_layer_destroy destroys it",
+                   k->cfg.layer, k->owners);
+  if (held)
+    return hm_fail(HM_ERR_BUSY, "hm_k1_destroy: %u recorded step(s) of layer %d's K1 are still in chains: "
+                   "hm_chain_destroy first", held, k->cfg.layer);
+  if (!k->own_epoch) hm_mem_unhold(k->rt, k->epoch);
+  hm_runtime_release(k->rt);
+  return teardown(k, HM_OK);
+}
 
 uint32_t hm_k1_grid(const hm_k1 *k) { return k ? k->grid : 0; }
 const hm_layer_config *hm_k1_layer(const hm_k1 *k) { return k ? &k->cfg : NULL; }
 bool hm_k1_index_build(const hm_k1 *k) { return k && k->index_build; }
 
 /* ---------------------------------------------------------------- the checks of a step */
-
-static bool aligned4(const void *p) { return p && ((uintptr_t)p & 3) == 0; }
 
 /* §5.3.1 and §5.3.4: the step's shape, a refusal (the caller falls back), not an error */
 static hm_status check_rows(const char *who, const hm_k1_io *io) {
@@ -91,13 +109,6 @@ static hm_status check_rows(const char *who, const hm_k1_io *io) {
   return HM_OK;
 }
 
-static hm_status check_ptrs(const char *who, const void *const *p, const char *const *names, unsigned n) {
-  for (unsigned i = 0; i < n; i++)
-    if (!aligned4(p[i]))
-      return hm_fail(HM_ERR_INVALID_ARG, "%s: %s is %s", who, names[i], p[i] ? "not 4-byte aligned" : "NULL");
-  return HM_OK;
-}
-
 /* Every index the launch follows, against the table it indexes, before anything is written: the
  * kernels trust them (device/attn/kt.h), so one bad id would read or write outside a buffer.
  * keys: the key table is built (a step that is not the index build, or the keylist launch). */
@@ -105,11 +116,19 @@ static hm_status check_meta(const hm_k1 *k, const hm_k1_io *io, const char *who,
   const hm_k1_meta *m = &io->meta;
   const hm_k1_cache *c = &io->swa;
   const uint32_t ratio = k->cfg.compress_ratio, S = io->rows;
-  const void *p[] = {m->positions, m->slot_mapping, c->base,  m->swa_indices,
-                     m->swa_lens,  m->token_to_req, m->topk, m->block_table};
-  static const char *const names[] = {"positions", "slot_mapping", "the SWA cache", "swa_indices",
-                                      "swa_lens",  "token_to_req", "topk",          "block_table"};
-  hm_status s = check_ptrs(who, p, names, keys ? (ratio ? 8 : 6) : 3);
+  /* the arrays the host reads below and the kernel after it, sized for the step, before any is
+   * read: a short array would be read past here already */
+  const hm_mem_need t[] = {
+      {"positions", m->positions, (uint64_t)S * 8, HM_MEM_HOST},
+      {"slot_mapping", m->slot_mapping, (uint64_t)S * 8, HM_MEM_HOST},
+      {"the SWA cache", c->base, (uint64_t)c->blocks * c->block_stride, HM_MEM_DEVICE},
+      {"swa_indices", m->swa_indices, (uint64_t)S * K1_WINDOW * 4, HM_MEM_HOST},
+      {"swa_lens", m->swa_lens, (uint64_t)S * 4, HM_MEM_HOST},
+      {"token_to_req", m->token_to_req, (uint64_t)S * 4, HM_MEM_HOST},
+      {"topk", m->topk, (uint64_t)S * K1_TOPK * 4, HM_MEM_HOST},
+      {"block_table", m->block_table, (uint64_t)m->requests * m->bt_stride * 4, HM_MEM_HOST},
+  };
+  hm_status s = hm_mem_check(k->agent, who, t, keys ? (ratio ? 8 : 6) : 3);
   if (s) return s;
   if (c->block_size < 1) return hm_fail(HM_ERR_INVALID_ARG, "%s: the SWA cache's block size is 0", who);
   if (c->block_stride < (uint64_t)c->block_size * K1_RECORD || c->block_stride % 4)
@@ -184,15 +203,24 @@ hm_status hm_k1_accepts(const hm_k1 *k, const hm_k1_io *io) {
   if (!k || !io) return hm_fail(HM_ERR_INVALID_ARG, "K1 step: NULL argument");
   hm_status s = check_rows("K1 step", io);
   if (s) return s;
-  /* the index build writes x_out and qr_out in place of the key table */
-  const void *p[] = {io->x,       io->res_in,   io->post_in,  io->comb_in, io->pre_in, io->res_out, io->post_out,
-                     io->comb_out, io->pre_out, io->q,
-                     k->index_build ? io->x_out : (const void *)io->kt,
-                     k->index_build ? io->qr_out : (const void *)io->klen};
-  const char *const names[] = {"x",        "res_in",  "post_in", "comb_in", "pre_in", "res_out", "post_out",
-                               "comb_out", "pre_out", "q",
-                               k->index_build ? "x_out" : "kt", k->index_build ? "qr_out" : "klen"};
-  if ((s = check_ptrs("K1 step", p, names, sizeof p / sizeof p[0]))) return s;
+  /* every tensor against its allocation, sized for the step's rows; the index build writes
+   * x_out and qr_out in place of the key table */
+  static const char *const in[4] = {"res_in", "post_in", "comb_in", "pre_in"};
+  static const char *const out[4] = {"res_out", "post_out", "comb_out", "pre_out"};
+  const uint64_t S = io->rows, row = (uint64_t)k->cfg.hidden * 2;
+  hm_mem_need t[12];
+  t[0] = (hm_mem_need){"x", io->x, S * row, HM_MEM_DEVICE};
+  hm_seam_needs(&t[1], io->rows, k->cfg.hidden, in, io->res_in, io->post_in, io->comb_in, io->pre_in);
+  hm_seam_needs(&t[5], io->rows, k->cfg.hidden, out, io->res_out, io->post_out, io->comb_out, io->pre_out);
+  t[9] = (hm_mem_need){"q", io->q, S * k->dims.heads * K1_HEAD * 2, HM_MEM_DEVICE};
+  if (k->index_build) {
+    t[10] = (hm_mem_need){"x_out", io->x_out, S * row, HM_MEM_DEVICE};
+    t[11] = (hm_mem_need){"qr_out", io->qr_out, S * k->cfg.q_lora * 2, HM_MEM_DEVICE};
+  } else {
+    t[10] = (hm_mem_need){"kt", io->kt, S * K1_KEYS * 4, HM_MEM_DEVICE};
+    t[11] = (hm_mem_need){"klen", io->klen, 2 * S * 4, HM_MEM_DEVICE};
+  }
+  if ((s = hm_mem_check(k->agent, "K1 step", t, sizeof t / sizeof t[0]))) return s;
   return check_meta(k, io, "K1 step", !k->index_build);
 }
 
@@ -323,9 +351,9 @@ hm_status hm_k1_keylist(hm_k1 *k, hm_queue *q, const hm_k1_io *io) {
   if (!k || !io) return hm_fail(HM_ERR_INVALID_ARG, "K1 keylist: NULL argument");
   hm_status s = check_rows("K1 keylist", io);
   if (s) return s;
-  const void *p[] = {io->kt, io->klen};
-  static const char *const names[] = {"kt", "klen"};
-  if ((s = check_ptrs("K1 keylist", p, names, 2)) || (s = check_meta(k, io, "K1 keylist", true)) ||
+  const hm_mem_need t[] = {{"kt", io->kt, (uint64_t)io->rows * K1_KEYS * 4, HM_MEM_DEVICE},
+                           {"klen", io->klen, 2ull * io->rows * 4, HM_MEM_DEVICE}};
+  if ((s = hm_mem_check(k->agent, "K1 keylist", t, 2)) || (s = check_meta(k, io, "K1 keylist", true)) ||
       (s = check_queue(k, q, "K1 keylist")))
     return s;
   struct keylist_args *a = k->kl_kernarg;

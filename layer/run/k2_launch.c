@@ -16,13 +16,9 @@ hm_status hm_k2_create(hm_heap *heap, const hm_layer_weights *w, const hm_ffn_co
 
 /* ---------------------------------------------------------------- the checks of a step */
 
-static bool aligned4(const void *p) { return p && ((uintptr_t)p & 3) == 0; }
-
 /* The kernel follows every key of the table into the cache (device/attn/k2.h k2_split): the
  * addressing must be K1's, a block holding block_size records and their scale rows. */
 static hm_status check_cache(const char *name, const hm_k1_cache *c) {
-  if (!aligned4(c->base))
-    return hm_fail(HM_ERR_INVALID_ARG, "K2 step: the %s cache is %s", name, c->base ? "not 4-byte aligned" : "NULL");
   if (c->block_size < 1) return hm_fail(HM_ERR_INVALID_ARG, "K2 step: the %s cache's block size is 0", name);
   if (c->block_stride < (uint64_t)c->block_size * K2_RECORD || c->block_stride % 4)
     return hm_fail(HM_ERR_INVALID_ARG,
@@ -37,13 +33,21 @@ hm_status hm_k2_accepts(const hm_k2 *k, const hm_k2_io *io) {
   hm_status s;
   if ((s = hm_ffn_check_mode(k, FFN_MODE_K2, "hm_k2_accepts", "hm_ffn_accepts")) || (s = hm_ffn_check_io(k, &io->ffn, FFN_STEP_K2)))
     return s;
-  const void *p[] = {io->q, io->kt, io->klen, io->positions};
-  static const char *const names[] = {"q", "kt", "klen", "positions"};
-  for (unsigned i = 0; i < sizeof p / sizeof p[0]; i++)
-    if (!aligned4(p[i]))
-      return hm_fail(HM_ERR_INVALID_ARG, "K2 step: %s is %s", names[i], p[i] ? "not 4-byte aligned" : "NULL");
+  /* the back's tensors, then the caches' whole extent (blocks x stride: K1 checked every key
+   * against it); positions is host memory, read below */
+  const uint64_t S = io->ffn.rows;
+  const bool comp = k->cfg.compress_ratio != 0;
+  const hm_mem_need t[] = {
+      {"q", io->q, S * k->dims.heads * K2_HEAD * 2, HM_MEM_DEVICE},
+      {"kt", io->kt, S * K2_KEYS * 4, HM_MEM_DEVICE},
+      {"klen", io->klen, 2 * S * 4, HM_MEM_DEVICE},
+      {"positions", io->positions, S * 8, HM_MEM_HOST},
+      {"the SWA cache", io->swa.base, (uint64_t)io->swa.blocks * io->swa.block_stride, HM_MEM_DEVICE},
+      {"the compressed cache", io->comp.base, (uint64_t)io->comp.blocks * io->comp.block_stride, HM_MEM_DEVICE},
+  };
+  if ((s = hm_mem_check(k->agent, "K2 step", t, comp ? 6 : 5))) return s;
   if ((s = check_cache("SWA", &io->swa))) return s;
-  if (k->cfg.compress_ratio && (s = check_cache("compressed", &io->comp))) return s;
+  if (comp && (s = check_cache("compressed", &io->comp))) return s;
   /* the combine's inverse RoPE reads row positions[t] of cos_sin: the one index K2 follows that
    * K1 or keylist did not check for it (positions is host-visible, so it is read here) */
   for (uint32_t t = 0; t < io->ffn.rows; t++) {

@@ -1,10 +1,14 @@
 /* layer/run/layer_run.c: one layer's decode step on one rank (hm_layer.h): K1 and K2 bound together on one
  * epoch buffer, the layer's device buffers between them, the kinds of spec/mono.md §1.3. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ffn_internal.h"
 #include "group_internal.h"
 #include "hm_layer.h"
+#include "k1_internal.h"
+#include "seam_needs.h"
 #include "kernels/k1_args.h"
 #include "kernels/seam_prep_args.h"
 
@@ -39,6 +43,7 @@ struct hm_layer {
   uint32_t nrecorded, caprecorded;
   hm_k1_io k1io;
   hm_k2_io k2io;
+  char who[32];                /* "layer L step": how the step's messages start */
 };
 
 static size_t buf_bytes(const hm_layer *l, int b) {
@@ -56,10 +61,10 @@ static size_t buf_bytes(const hm_layer *l, int b) {
   }
 }
 
-void hm_layer_destroy(hm_layer *l) {
-  if (!l) return;
-  if (l->k1) hm_k1_destroy(l->k1);
-  if (l->k2) hm_ffn_destroy(l->k2);
+/* Frees everything (a failed create, or a destroy once nothing uses the layer). */
+static void layer_free(hm_layer *l) {
+  if (l->k1) l->k1->owners--, hm_k1_destroy(l->k1);
+  if (l->k2) l->k2->owners--, hm_ffn_destroy(l->k2);
   for (int b = 0; b < L_COUNT; b++)
     if (l->buf[b]) hm_mem_free(l->rt, l->buf[b]);
   void *host[] = {l->stage, l->h_x, l->h_res, l->h_out, l->h_post, l->h_comb, l->topk, l->bcast_kernarg};
@@ -69,6 +74,24 @@ void hm_layer_destroy(hm_layer *l) {
   free(l->recorded);
   if (l->prog) hm_program_unload(l->prog);
   free(l);
+}
+
+hm_status hm_layer_destroy(hm_layer *l) {
+  if (!l) return hm_fail(HM_ERR_INVALID_ARG, "hm_layer_destroy: NULL layer");
+  /* chains replay the recorded steps of the layer and its parts from their arguments; a K1
+   * other than the layer's own on K2's epoch buffer steps on it */
+  unsigned held = hm_mem_held(l->rt, l->recorded, l->nrecorded) + hm_k1_recorded_held(l->k1) +
+                  hm_ffn_recorded_held(l->k2);
+  unsigned epoch = hm_mem_holds(l->rt, hm_k2_epoch(l->k2));
+  if (held)
+    return hm_fail(HM_ERR_BUSY, "hm_layer_destroy: %u recorded launch(es) of layer %d are still in chains: "
+                   "hm_chain_destroy first", held, l->cfg.layer);
+  if (epoch > 1)
+    return hm_fail(HM_ERR_BUSY, "hm_layer_destroy: %u other K1 runner(s) share layer %d's epoch buffer: hm_k1_destroy "
+                   "first", epoch - 1, l->cfg.layer);
+  __atomic_fetch_sub(&((hm_layer_weights *)l->w)->users, 1, __ATOMIC_RELEASE);
+  layer_free(l);
+  return HM_OK;
 }
 
 /* The identity seam's constants for 48 rows: x = 0, post = 0, comb = I, pre = e0. */
@@ -109,11 +132,14 @@ hm_status hm_layer_create(hm_heap *heap, const hm_layer_weights *w, const hm_lay
   if (opt) l->opt = *opt;
   l->index = index, l->engram = engram, l->first = hm_config_has(c, HM_ROLE_FIRST);
   hm_status s;
+  snprintf(l->who, sizeof l->who, "layer %d step", c->layer);
   if ((s = hm_k2_create(heap, w, &l->opt.run, &l->k2))) goto fail;
+  l->k2->owners++;
   hm_k1_config k1c = {.min_cus = l->opt.run.min_cus, .ctas = l->opt.run.ctas, .epoch = hm_k2_epoch(l->k2),
                       .step_timeout_ns = l->opt.run.step_timeout_ns,
                       .arrival_timeout_ns = hm_k2_arrival_timeout(l->k2)};
   if ((s = hm_k1_create(l->agent, w, &k1c, &l->k1))) goto fail;
+  l->k1->owners++;
   for (int b = 0; b < L_COUNT; b++)
     if ((s = hm_mem_alloc(l->agent, HM_POOL_COARSE, buf_bytes(l, b), 256, &l->buf[b])) ||
         (s = hm_mem_fill(l->rt, l->buf[b], 0, buf_bytes(l, b) / 4)))
@@ -139,10 +165,12 @@ hm_status hm_layer_create(hm_heap *heap, const hm_layer_weights *w, const hm_lay
         (s = hm_kernarg_new(l->agent, &zero, sizeof zero, &l->bcast_kernarg)))
       goto fail;
   }
+  /* the callbacks read the host weights at every step: hm_weights_free refuses until destroy */
+  __atomic_fetch_add(&((hm_layer_weights *)w)->users, 1, __ATOMIC_ACQ_REL);
   *out = l;
   return HM_OK;
 fail:
-  hm_layer_destroy(l);
+  layer_free(l);
   hm_fail_prefix(s, "layer %d", c->layer);
   /* as hm_ffn_create: only a refusal of the config's rules leaves the group up (K2's own
    * failures have stopped it already; the first reason stays) */
@@ -186,9 +214,30 @@ static void k2_io_of(hm_layer *l, const hm_layer_io *io, hm_k2_io *k) {
  * hm_k1_record check K1's before anything is written, so the metadata is read once a step. */
 static hm_status layer_checks(const hm_layer *l, const hm_layer_io *io) {
   if (!l || !io) return hm_fail(HM_ERR_INVALID_ARG, "layer step: NULL argument");
-  if (!io->x) return hm_fail(HM_ERR_INVALID_ARG, "layer %d step: x is NULL", l->cfg.layer);
   if (!l->first && (!io->res || !io->post || !io->comb || !io->pre))
     return hm_fail(HM_ERR_INVALID_ARG, "layer %d step: res, post, comb and pre are needed after layer 0", l->cfg.layer);
+  /* the caller's tensors by the layer's names, sized for the step (rows outside 1..48 are K2's
+   * refusal below); K1 and K2 then check them again with the layer's own buffers, by their
+   * names. The compressed cache is read through the block table's ids (< meta.comp_blocks) */
+  hm_status s;
+  if (io->rows >= 1 && io->rows <= ROWS && !io->prefills) {
+    static const char *const in[4] = {"res", "post", "comb", "pre"};
+    static const char *const out[4] = {"res_out", "post_out", "comb_out", "pre_out"};
+    const uint64_t row = (uint64_t)io->rows * l->cfg.hidden * 2;
+    const uint64_t comp_blocks = io->comp.blocks > io->meta.comp_blocks ? io->comp.blocks : io->meta.comp_blocks;
+    hm_mem_need t[12];
+    t[0] = (hm_mem_need){"x", io->x, row, HM_MEM_DEVICE};
+    t[1] = (hm_mem_need){"x_out", io->x_out, row, HM_MEM_DEVICE};
+    hm_seam_needs(&t[2], io->rows, l->cfg.hidden, out, io->res_out, io->post_out, io->comb_out, io->pre_out);
+    t[6] = (hm_mem_need){"swa", io->swa.base, (uint64_t)io->swa.blocks * io->swa.block_stride, HM_MEM_DEVICE};
+    hm_seam_needs(&t[7], io->rows, l->cfg.hidden, in, io->res, io->post, io->comb, io->pre); /* not on layer 0 */
+    t[11] = (hm_mem_need){"comp", io->comp.base, comp_blocks * io->comp.block_stride,
+                          l->index ? HM_MEM_HOST : HM_MEM_DEVICE};
+    unsigned n = l->first ? 7 : 11;
+    if ((s = hm_mem_check(l->agent, l->who, t, n)) ||
+        (l->cfg.compress_ratio && (s = hm_mem_check(l->agent, l->who, &t[11], 1))))
+      return s;
+  }
   if (l->engram && !l->opt.engram && (!io->engram_hashes || !io->engram_table))
     return hm_fail(HM_ERR_INVALID_ARG, "layer %d step: the Engram block needs the step's hashes and the table",
                    l->cfg.layer);

@@ -91,6 +91,7 @@ typedef struct hm_layer_weights {
   uint32_t parts;
   uint32_t rope_positions;
   hm_tensor_set set; /* kernel-side names below */
+  uint32_t users;    /* layers reading them (their select and Engram callbacks): hm_weights_free refuses while any */
 } hm_layer_weights;
 
 /* Builds rank `rank` of tp's weights from src. Kernel-side tensors (D hidden, E experts, I =
@@ -114,7 +115,8 @@ typedef struct hm_layer_weights {
  * intermediates padded with zero bytes (scale code 0) to I. Nothing is left allocated on error. */
 hm_status hm_weights_build(const hm_layer_config *cfg, uint32_t tp, uint32_t rank,
                            const hm_source *src, const hm_build_opts *opts, hm_layer_weights *out);
-void hm_weights_free(hm_layer_weights *w);
+/* HM_ERR_BUSY (nothing freed) while a layer still reads them (hm_layer_destroy first). */
+hm_status hm_weights_free(hm_layer_weights *w);
 /* the tensor, or NULL (failure recorded) if absent */
 const hm_tensor *hm_weights_get(const hm_layer_weights *w, const char *name);
 

@@ -308,10 +308,15 @@ hm_status hm_weights_build(const hm_layer_config *cfg, uint32_t tp, uint32_t ran
   return HM_OK;
 }
 
-void hm_weights_free(hm_layer_weights *w) {
-  if (!w) return;
+hm_status hm_weights_free(hm_layer_weights *w) {
+  if (!w) return hm_fail(HM_ERR_INVALID_ARG, "hm_weights_free: NULL weights");
+  uint32_t users = __atomic_load_n(&w->users, __ATOMIC_ACQUIRE);
+  if (users)
+    return hm_fail(HM_ERR_BUSY, "hm_weights_free: layer %d rank %u's weights are still read by %u layer(s): "
+                   "hm_layer_destroy first", w->cfg.layer, w->rank, users);
   hm_tset_free(&w->set);
   memset(w, 0, sizeof *w);
+  return HM_OK;
 }
 
 const hm_tensor *hm_weights_get(const hm_layer_weights *w, const char *name) {

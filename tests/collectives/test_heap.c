@@ -279,7 +279,7 @@ START_TEST(arguments) {
   c.half_bytes = 0;
   ck_assert_int_eq(hm_heap_create(a, &c, &b, &h), HM_OK);
   ck_assert_msg(hm_ar_create(h, &ac, &ar) == HM_OK, "%s", hm_errmsg());
-  ck_assert_int_eq(hm_heap_destroy(h), HM_ERR_INVALID_ARG);
+  ck_assert_int_eq(hm_heap_destroy(h), HM_ERR_BUSY);
   ck_assert_msg(strstr(hm_errmsg(), "still use"), "%s", hm_errmsg());
   hm_ar_destroy(ar);
   ck_assert_int_eq(hm_heap_destroy(h), HM_OK);

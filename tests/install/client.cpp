@@ -21,7 +21,7 @@ int main() {
     std::printf("FAIL hm_runtime_open: %s: %s\n", hm_status_name(s), hm_errmsg());
     return 1;
   }
-  std::unique_ptr<hm_runtime, void (*)(hm_runtime *)> rt(raw, hm_runtime_close);
+  std::unique_ptr<hm_runtime, decltype(&hm_runtime_close)> rt(raw, hm_runtime_close);
   std::printf("backend %s\n", hm_runtime_backend(rt.get()));
   const unsigned n = hm_agent_count(rt.get());
   std::printf("agents %u\n", n);

@@ -468,7 +468,8 @@ START_TEST(create_refusals_tp2) {
   /* steps outside the launch's scope are refusals the caller falls back on */
   hm_ffn *r0 = hm_ffn_group_rank(g, 0);
   hm_ffn_io io = {.rows = 7};
-  int dummy[4];
+  /* one buffer of rank 0's agent with room for the widest tensor of 7 rows (res, 7 x 4 x D bf16) */
+  char *dummy = tl_dev_alloc(hm_heap_agent(hm_ffn_group_heap(g, 0)), 7 * 4 * 1024 * 2);
   io.part = io.res_in = io.post_in = io.comb_in = io.pre_in = (const float *)dummy;
   io.out = io.res_out = io.post_out = io.comb_out = io.pre_out = (float *)dummy;
   ck_assert_int_eq(hm_ffn_accepts(r0, &io), HM_OK);

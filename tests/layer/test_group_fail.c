@@ -33,9 +33,13 @@ typedef struct {
   void *buf[10];
 } step_bufs;
 
+/* Room for 2 rows (rows_disagree steps 2 on one rank; every step's tensors are checked against
+ * their allocations before the launch, so a 1-row buffer would refuse that step on its host). */
 static void bufs_make(hm_runtime *rt, hm_agent *a, uint32_t D, step_bufs *b) {
-  const size_t bytes[10] = {2 * D, 8 * D, 16, 64, 16, 2 * D, 8 * D, 16, 64, 16};
+  const size_t row[10] = {2 * D, 8 * D, 16, 64, 16, 2 * D, 8 * D, 16, 64, 16};
+  size_t bytes[10];
   for (int i = 0; i < 10; i++) {
+    bytes[i] = 2 * row[i];
     ck_assert_int_eq(hm_mem_alloc(a, HM_POOL_COARSE, bytes[i], 0, &b->buf[i]), HM_OK);
     ck_assert_int_eq(hm_mem_fill(rt, b->buf[i], 0, bytes[i] / 4), HM_OK);
   }

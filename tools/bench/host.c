@@ -1,6 +1,7 @@
 /* tools/bench/host.c: hsa-mono-bench host: the host-side cost of writing one dispatch packet and of
- * replaying a recorded chain, in nanoseconds and, under callgrind, in instructions, allocations
- * and system calls (goal: under 200 ns, nothing but the doorbell store beyond plain stores). */
+ * replaying a recorded chain, and of a step's pointer checks, in nanoseconds and, under callgrind,
+ * in instructions, allocations and system calls (goal: under 200 ns, nothing but the doorbell
+ * store beyond plain stores). */
 #include <getopt.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -83,6 +84,26 @@ static double time_chain(struct setup *s, unsigned r, unsigned *full_writes) {
   hm_chain_destroy(c);
   hm_queue_destroy(q);
   return (double)total / r;
+}
+
+/* A step's pointer checks (hm_mem_check, as every step entry point makes them before its launch):
+ * 12 tensors of 4 KiB, among `table` allocations of the runtime (a deployment's weights, buffers
+ * and caches), checked n times. */
+static double time_check(struct setup *s, unsigned n, unsigned table) {
+  void **p = calloc(table, sizeof *p);
+  if (!p) die("out of memory");
+  for (unsigned i = 0; i < table; i++)
+    if (hm_mem_alloc(s->a, HM_POOL_COARSE, 4096, 0, &p[i])) die("allocating");
+  hm_mem_need t[12];
+  for (unsigned i = 0; i < 12; i++)
+    t[i] = (hm_mem_need){"tensor", p[(i * 97u) % table], 4096, HM_MEM_DEVICE};
+  uint64_t t0 = bench_now_ns();
+  for (unsigned i = 0; i < n; i++)
+    if (hm_mem_check(s->a, "bench", t, 12)) die("hm_mem_check");
+  uint64_t t1 = bench_now_ns();
+  for (unsigned i = 0; i < table; i++) hm_mem_free(s->rt, p[i]);
+  free(p);
+  return (double)(t1 - t0) / n;
 }
 
 /* ---------------------------------------------------------------- callgrind */
@@ -174,6 +195,7 @@ int bench_host(int argc, char **argv) {
     setup(&s);
     unsigned n = (unsigned)strtoul(argv[3], NULL, 10), full;
     if (!strcmp(argv[2], "dispatch")) time_dispatch(&s, n);
+    else if (!strcmp(argv[2], "check")) time_check(&s, n, 1000);
     else time_chain(&s, n, &full);
     hm_runtime_close(s.rt);
     return 0;
@@ -202,19 +224,23 @@ int bench_host(int argc, char **argv) {
   double ns_d = time_dispatch(&s, packets);
   unsigned full = 0;
   double ns_c = time_chain(&s, replays, &full);
+  double ns_k = time_check(&s, replays * 10, 1000);
   printf("dispatch packet (hm_queue_dispatch, 1 packet, 1 doorbell): %8.1f ns   (%u packets)\n", ns_d, packets);
   printf("chain replay (8 packets, headers only, 1 doorbell):       %8.1f ns = %.1f ns a packet   (%u replays, %u full rewrites)\n",
          ns_c, ns_c / 8, replays, full);
+  printf("step pointer checks (hm_mem_check, 12 tensors, 1000 allocations): %8.1f ns = %.1f ns a tensor\n", ns_k,
+         ns_k / 12);
   hm_runtime_close(s.rt);
   if (!use_cg) return 0;
   char self[4096];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) return 0;
   self[n] = 0;
-  struct cg_result rd, rc;
-  unsigned cg_packets = 2000, cg_replays = 200;
+  struct cg_result rd, rc, rk;
+  unsigned cg_packets = 2000, cg_replays = 200, cg_checks = 2000;
   int cg = callgrind(self, "dispatch", "hm_queue_dispatch", cg_packets, &rd);
   if (!cg) cg = callgrind(self, "chain", "hm_chain_replay", cg_replays, &rc);
+  if (!cg) cg = callgrind(self, "check", "hm_mem_check", cg_checks, &rk);
   if (cg == -1) {
     printf("# callgrind not available (apt-get install valgrind): no instruction counts\n");
     return 0;
@@ -229,6 +255,10 @@ int bench_host(int argc, char **argv) {
   printf("callgrind, chain replay:    %7.0f instructions (%.0f a packet), %.2f allocations, %.2f system calls a replay%s%s%s\n",
          (double)rc.ir / cg_replays, (double)rc.ir / cg_replays / 8, (double)rc.allocs / cg_replays,
          (double)rc.syscalls / cg_replays, rc.syscalls ? " (from " : "", rc.syscall_from, rc.syscalls ? ")" : "");
+  printf("callgrind, step pointer checks: %7.0f instructions (%.0f a tensor), %.2f allocations, %.2f system calls a "
+         "step\n",
+         (double)rk.ir / cg_checks, (double)rk.ir / cg_checks / 12, (double)rk.allocs / cg_checks,
+         (double)rk.syscalls / cg_checks);
   if (rd.syscalls || rc.syscalls)
     printf("# sim_signal_changed is the software agent's doorbell (and signal) store: it wakes its sleeping\n"
            "# packet processor with a futex. ROCr's doorbell is a store to the queue's doorbell page.\n");

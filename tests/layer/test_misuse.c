@@ -1,0 +1,701 @@
+/* tests/layer/test_misuse.c: the step entry points and destroy calls used as a careless client would
+ * (issue 16): bad pointers for every tensor of every step kind, and teardown out of order. */
+#include <check.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "hm_collectives.h"
+#include "hm_layer.h"
+#include "hm_layer_group.h"
+#include "kernels/k1_args.h"
+
+#define SENTINEL 0xa5a5a5a5u
+#define PEER_NS 3000000000ull /* a step that is not refused fails within seconds, not minutes */
+
+static const hm_ffn_config run_cfg = {.min_cus = 1, .peer_timeout_ns = PEER_NS, .step_timeout_ns = 2 * PEER_NS};
+
+/* ---------------------------------------------------------------- memory helpers */
+
+/* runtime memory of `bytes`, every word SENTINEL */
+static void *mem(hm_agent *a, uint64_t bytes, bool host) {
+  void *p;
+  hm_status s = hm_mem_alloc(a, host ? HM_POOL_HOST : HM_POOL_COARSE, bytes, 0, &p);
+  ck_assert_msg(s == HM_OK, "%llu bytes: %s", (unsigned long long)bytes, hm_errmsg());
+  ck_assert_int_eq(hm_mem_fill(hm_agent_runtime(a), p, SENTINEL, bytes / 4), HM_OK);
+  return p;
+}
+
+/* runtime memory holding a copy of src */
+static void *mem_of(hm_agent *a, const void *src, uint64_t bytes, bool host) {
+  void *p = mem(a, bytes, host);
+  if (host) {
+    memcpy(p, src, bytes);
+  } else {
+    void *st = mem(a, bytes, true);
+    memcpy(st, src, bytes);
+    hm_signal none = {0};
+    ck_assert_int_eq(hm_mem_copy(hm_agent_runtime(a), p, st, bytes, none), HM_OK);
+    hm_mem_free(hm_agent_runtime(a), st);
+  }
+  return p;
+}
+
+/* every word of n bytes at p (runtime memory of a, or plain memory) still SENTINEL */
+static bool untouched(hm_runtime *rt, hm_agent *a, const void *p, uint64_t n, bool plain) {
+  uint32_t *c = plain ? (uint32_t *)p : tl_fetch(rt, a, p, n);
+  bool ok = true;
+  for (uint64_t i = 0; i < n / 4; i++) ok &= c[i] == SENTINEL;
+  if (!plain) free(c);
+  return ok;
+}
+
+/* ---------------------------------------------------------------- a world: rank 0's runners */
+
+/* A TP2 group of tiny layer 3 (REUSE, ratio 2: every tensor kind there is), rank 0's layer, its K1
+ * and K2, a queue of agent 0, and a generated step's host data. Nothing here ever steps. */
+typedef struct world {
+  hm_runtime *rt;
+  hm_agent *a0, *a1;
+  hm_layer_weights w[2];
+  hm_layer_group *g;
+  hm_layer *l;
+  hm_k1 *k1;
+  hm_k2 *k2;
+  hm_queue *q;
+  hm_chain *c;
+  hm_gen_step st;
+  uint32_t S, D, H, Q;
+} world;
+
+static void world_open(world *W) {
+  memset(W, 0, sizeof *W);
+  W->rt = tl_open_sim();
+  W->a0 = hm_agent_get(W->rt, 0), W->a1 = hm_agent_get(W->rt, 1);
+  hm_layer_config cfg = tl_config("tiny", 3, 0, 0);
+  tl_build_group(&cfg, 2, 5, HM_WPART_ATTN | HM_WPART_FFN, W->w);
+  ck_assert_msg(hm_layer_group_create(W->rt, W->w, 2, &run_cfg, NULL, &W->g) == HM_OK, "%s", hm_errmsg());
+  W->l = hm_layer_group_rank(W->g, 0);
+  W->k1 = hm_layer_k1(W->l), W->k2 = hm_layer_k2(W->l);
+  W->S = 2, W->D = cfg.hidden, W->H = W->w[0].dims.heads, W->Q = cfg.q_lora;
+  ck_assert_int_eq(hm_gen_step_make_block(&cfg, W->S, 1, 100, 64, 5, &W->st), HM_OK);
+  ck_assert_int_eq(hm_queue_create(W->a0, 64, &W->q), HM_OK);
+  ck_assert_int_eq(hm_chain_create(W->q, &W->c), HM_OK);
+  /* recording needs the width's mailboxes (a record is refused before a step of its width) */
+  ck_assert_int_eq(hm_ffn_prepare(W->k2, W->S), HM_OK);
+  ck_assert_int_eq(hm_k1_prepare(W->k1, W->S), HM_OK);
+}
+
+static void world_close(world *W) {
+  hm_chain_destroy(W->c);
+  ck_assert_int_eq(hm_queue_destroy(W->q), HM_OK);
+  hm_layer_group_destroy(W->g);
+  hm_gen_step_free(&W->st);
+  tl_free_group(W->w, 2);
+  ck_assert_int_eq(hm_runtime_close(W->rt), HM_OK);
+}
+
+/* ---------------------------------------------------------------- the table of tensors */
+
+/* A pointer field of a step's io: its offset, the bytes the step touches from it, whether the
+ * host reads it (metadata) and whether the step writes it. */
+typedef struct tensor {
+  const char *name;
+  size_t off;
+  uint64_t bytes;
+  bool host, out;
+} tensor;
+
+static void **field(void *io, size_t off) { return (void **)((char *)io + off); }
+
+/* One step kind: its good io (every tensor exact, SENTINEL-filled or valid metadata) and how to
+ * step and record it. */
+typedef struct kind {
+  const char *name;
+  void *io;
+  size_t io_bytes;
+  tensor t[24];
+  unsigned n;
+  hm_status (*accepts)(world *W, const void *io);
+  hm_status (*step)(world *W, const void *io);
+  hm_status (*record)(world *W, const void *io);
+} kind;
+
+static void add(kind *k, const char *name, size_t off, uint64_t bytes, bool host, bool out) {
+  ck_assert_uint_lt(k->n, 24);
+  ck_assert_uint_gt(bytes, 4); /* room for a buffer 4 bytes too small */
+  k->t[k->n++] = (tensor){name, off, bytes, host, out};
+}
+
+/* The good pointers: fresh runtime memory for each tensor (the metadata's contents copied in). */
+static void fill_good(world *W, kind *k, const void *const *src) {
+  for (unsigned i = 0; i < k->n; i++)
+    *field(k->io, k->t[i].off) =
+        src && src[i] ? mem_of(W->a0, src[i], k->t[i].bytes, k->t[i].host) : mem(W->a0, k->t[i].bytes, k->t[i].host);
+}
+
+static void free_good(world *W, kind *k) {
+  for (unsigned i = 0; i < k->n; i++) hm_mem_free(W->rt, *field(k->io, k->t[i].off));
+}
+
+/* ---------------------------------------------------------------- the kinds */
+
+static hm_status ffn_accepts(world *W, const void *io) { return hm_ffn_accepts(W->k2, io); }
+static hm_status ffn_step(world *W, const void *io) { return hm_layer_ffn(W->k2, W->q, io); }
+static hm_status ffn_record(world *W, const void *io) { return hm_ffn_record(W->k2, W->c, io); }
+static hm_status k2_accepts(world *W, const void *io) { return hm_k2_accepts(W->k2, io); }
+static hm_status k2_step(world *W, const void *io) { return hm_k2_step(W->k2, W->q, io); }
+static hm_status k2_record(world *W, const void *io) { return hm_k2_record(W->k2, W->c, io); }
+static hm_status k1_accepts(world *W, const void *io) { return hm_k1_accepts(W->k1, io); }
+static hm_status k1_step(world *W, const void *io) { return hm_k1_step(W->k1, W->q, io); }
+static hm_status k1_record(world *W, const void *io) { return hm_k1_record(W->k1, W->c, io); }
+static hm_status layer_accepts(world *W, const void *io) { return hm_layer_accepts(W->l, io); }
+static hm_status layer_step(world *W, const void *io) { return hm_layer_step(W->l, W->q, io); }
+static hm_status layer_record(world *W, const void *io) { return hm_layer_record(W->l, W->c, io); }
+
+/* The seam's tensors of an io of type T whose fields are named as hm_ffn_io's. */
+#define SEAM_IN(k, T, S, D)                                              \
+  add(k, "res_in", offsetof(T, res_in), (S) * 4ull * (D) * 2, false, false); \
+  add(k, "post_in", offsetof(T, post_in), (S) * 16ull, false, false);        \
+  add(k, "comb_in", offsetof(T, comb_in), (S) * 64ull, false, false);        \
+  add(k, "pre_in", offsetof(T, pre_in), (S) * 16ull, false, false)
+#define SEAM_OUT(k, T, S, D)                                               \
+  add(k, "res_out", offsetof(T, res_out), (S) * 4ull * (D) * 2, false, true); \
+  add(k, "post_out", offsetof(T, post_out), (S) * 16ull, false, true);        \
+  add(k, "comb_out", offsetof(T, comb_out), (S) * 64ull, false, true);        \
+  add(k, "pre_out", offsetof(T, pre_out), (S) * 16ull, false, true)
+
+static hm_ffn_io ffn_io;
+static hm_k2_io k2_io;
+static hm_k1_io k1_io;
+static hm_layer_io layer_io;
+
+/* metadata of the generated step as hm_k1_meta's fields, their host sources and sizes */
+static void meta_fields(world *W, hm_k1_meta *m) {
+  const hm_gen_step *g = &W->st;
+  m->requests = 1, m->bt_stride = g->in.bt_stride;
+  m->comp_block = g->in.comp.block_size, m->comp_blocks = g->in.comp.blocks;
+}
+
+static void add_meta(world *W, kind *k, size_t base, const void **src) {
+  const uint64_t S = W->S;
+  const hm_gen_step *g = &W->st;
+  const struct { const char *n; size_t off; uint64_t bytes; const void *src; } m[] = {
+      {"positions", offsetof(hm_k1_meta, positions), S * 8, g->in.positions},
+      {"slot_mapping", offsetof(hm_k1_meta, slot_mapping), S * 8, g->in.slot_mapping},
+      {"swa_indices", offsetof(hm_k1_meta, swa_indices), S * K1_WINDOW * 4, g->in.swa_indices},
+      {"swa_lens", offsetof(hm_k1_meta, swa_lens), S * 4, g->in.swa_lens},
+      {"token_to_req", offsetof(hm_k1_meta, token_to_req), S * 4, g->in.token_to_req},
+      {"topk", offsetof(hm_k1_meta, topk), S * K1_TOPK * 4, g->in.topk},
+      {"block_table", offsetof(hm_k1_meta, block_table), (uint64_t)g->in.bt_stride * 4, g->in.block_table},
+  };
+  for (unsigned i = 0; i < sizeof m / sizeof *m; i++) {
+    src[k->n] = m[i].src;
+    add(k, m[i].n, base + m[i].off, m[i].bytes, true, false);
+  }
+}
+
+static uint64_t cache_bytes(const hm_kv_cache *c) { return (uint64_t)c->blocks * c->block_stride; }
+static hm_k1_cache cache_of(const hm_kv_cache *c) {
+  return (hm_k1_cache){NULL, c->block_stride, c->block_size, c->blocks};
+}
+
+static void make_kind(world *W, const char *name, kind *k) {
+  memset(k, 0, sizeof *k);
+  k->name = name;
+  const uint64_t S = W->S, D = W->D, q = S * W->H * 512 * 2;
+  const void *src[24] = {0};
+  if (!strcmp(name, "FFN")) {
+    memset(&ffn_io, 0, sizeof ffn_io);
+    ffn_io.rows = W->S;
+    k->io = &ffn_io, k->io_bytes = sizeof ffn_io;
+    add(k, "part", offsetof(hm_ffn_io, part), S * D * 2, false, false);
+    SEAM_IN(k, hm_ffn_io, S, D);
+    add(k, "out", offsetof(hm_ffn_io, out), S * D * 2, false, true);
+    SEAM_OUT(k, hm_ffn_io, S, D);
+    k->accepts = ffn_accepts, k->step = ffn_step, k->record = ffn_record;
+  } else if (!strcmp(name, "K2")) {
+    memset(&k2_io, 0, sizeof k2_io);
+    k2_io.ffn.rows = W->S;
+    k2_io.swa = cache_of(&W->st.in.swa), k2_io.comp = cache_of(&W->st.in.comp);
+    k->io = &k2_io, k->io_bytes = sizeof k2_io;
+    /* hm_k2_io's seam fields are ffn.*: its names say so */
+    add(k, "ffn.res_in", offsetof(hm_k2_io, ffn.res_in), S * 4 * D * 2, false, false);
+    add(k, "ffn.post_in", offsetof(hm_k2_io, ffn.post_in), S * 16, false, false);
+    add(k, "ffn.comb_in", offsetof(hm_k2_io, ffn.comb_in), S * 64, false, false);
+    add(k, "ffn.pre_in", offsetof(hm_k2_io, ffn.pre_in), S * 16, false, false);
+    add(k, "ffn.out", offsetof(hm_k2_io, ffn.out), S * D * 2, false, true);
+    add(k, "ffn.res_out", offsetof(hm_k2_io, ffn.res_out), S * 4 * D * 2, false, true);
+    add(k, "ffn.post_out", offsetof(hm_k2_io, ffn.post_out), S * 16, false, true);
+    add(k, "ffn.comb_out", offsetof(hm_k2_io, ffn.comb_out), S * 64, false, true);
+    add(k, "ffn.pre_out", offsetof(hm_k2_io, ffn.pre_out), S * 16, false, true);
+    add(k, "q", offsetof(hm_k2_io, q), q, false, false);
+    add(k, "kt", offsetof(hm_k2_io, kt), S * K1_KEYS * 4, false, false);
+    add(k, "klen", offsetof(hm_k2_io, klen), 2 * S * 4, false, false);
+    src[k->n] = W->st.in.positions;
+    add(k, "positions", offsetof(hm_k2_io, positions), S * 8, true, false);
+    add(k, "the SWA cache", offsetof(hm_k2_io, swa.base), cache_bytes(&W->st.in.swa), false, false);
+    add(k, "the compressed cache", offsetof(hm_k2_io, comp.base), cache_bytes(&W->st.in.comp), false, false);
+    k->accepts = k2_accepts, k->step = k2_step, k->record = k2_record;
+  } else if (!strcmp(name, "K1")) {
+    memset(&k1_io, 0, sizeof k1_io);
+    k1_io.rows = W->S;
+    k1_io.swa = cache_of(&W->st.in.swa);
+    meta_fields(W, &k1_io.meta);
+    k->io = &k1_io, k->io_bytes = sizeof k1_io;
+    add(k, "x", offsetof(hm_k1_io, x), S * D * 2, false, false);
+    SEAM_IN(k, hm_k1_io, S, D);
+    SEAM_OUT(k, hm_k1_io, S, D);
+    add(k, "q", offsetof(hm_k1_io, q), q, false, true);
+    add(k, "kt", offsetof(hm_k1_io, kt), S * K1_KEYS * 4, false, true);
+    add(k, "klen", offsetof(hm_k1_io, klen), 2 * S * 4, false, true);
+    add(k, "the SWA cache", offsetof(hm_k1_io, swa.base), cache_bytes(&W->st.in.swa), false, true);
+    add_meta(W, k, offsetof(hm_k1_io, meta), src);
+    k->accepts = k1_accepts, k->step = k1_step, k->record = k1_record;
+  } else {
+    memset(&layer_io, 0, sizeof layer_io);
+    layer_io.rows = W->S;
+    layer_io.swa = cache_of(&W->st.in.swa), layer_io.comp = cache_of(&W->st.in.comp);
+    meta_fields(W, &layer_io.meta);
+    k->io = &layer_io, k->io_bytes = sizeof layer_io;
+    add(k, "x", offsetof(hm_layer_io, x), S * D * 2, false, false);
+    add(k, "res", offsetof(hm_layer_io, res), S * 4 * D * 2, false, false);
+    add(k, "post", offsetof(hm_layer_io, post), S * 16, false, false);
+    add(k, "comb", offsetof(hm_layer_io, comb), S * 64, false, false);
+    add(k, "pre", offsetof(hm_layer_io, pre), S * 16, false, false);
+    add(k, "x_out", offsetof(hm_layer_io, x_out), S * D * 2, false, true);
+    add(k, "res_out", offsetof(hm_layer_io, res_out), S * 4 * D * 2, false, true);
+    add(k, "post_out", offsetof(hm_layer_io, post_out), S * 16, false, true);
+    add(k, "comb_out", offsetof(hm_layer_io, comb_out), S * 64, false, true);
+    add(k, "pre_out", offsetof(hm_layer_io, pre_out), S * 16, false, true);
+    add(k, "swa", offsetof(hm_layer_io, swa.base), cache_bytes(&W->st.in.swa), false, true);
+    add(k, "comp", offsetof(hm_layer_io, comp.base), cache_bytes(&W->st.in.comp), false, false);
+    add_meta(W, k, offsetof(hm_layer_io, meta), src);
+    k->accepts = layer_accepts, k->step = layer_step, k->record = layer_record;
+  }
+  fill_good(W, k, src);
+  ck_assert_msg(k->accepts(W, k->io) == HM_OK, "%s: the good step is refused: %s", name, hm_errmsg());
+}
+
+/* ---------------------------------------------------------------- bad pointers */
+
+enum bad { BAD_SHORT, BAD_MISALIGNED, BAD_AGENT, BAD_MALLOC, BAD_FREED, BAD_KINDS };
+static const char *const bad_name[] = {"4 bytes too small", "misaligned", "another agent's", "malloc'd", "freed"};
+
+/* A bad pointer of kind b for tensor t; *check: memory to find untouched afterwards (NULL: none),
+ * *plain: it is malloc'd. */
+static void *bad_ptr(world *W, const tensor *t, enum bad b, void **check, uint64_t *check_bytes, bool *plain) {
+  *check = NULL, *plain = false, *check_bytes = t->bytes;
+  void *p;
+  switch (b) {
+  case BAD_SHORT: p = *check = mem(W->a0, t->bytes - 4, t->host), *check_bytes = t->bytes - 4; return p;
+  case BAD_MISALIGNED: p = *check = mem(W->a0, t->bytes + 4, t->host), *check_bytes = t->bytes + 4; return (char *)p + 2;
+  case BAD_AGENT: p = *check = mem(W->a1, t->bytes, false); return p;
+  case BAD_MALLOC:
+    p = *check = aligned_alloc(64, (t->bytes + 63) / 64 * 64), *plain = true;
+    for (uint64_t i = 0; i < t->bytes / 4; i++) ((uint32_t *)p)[i] = SENTINEL;
+    return p;
+  default: p = mem(W->a0, t->bytes, t->host); hm_mem_free(W->rt, p); return p;
+  }
+}
+
+/* Every tensor of one step kind, each bad in every way, through its step and its record: refused
+ * with HM_ERR_INVALID_ARG naming the tensor, nothing written (the bad memory and every output
+ * still SENTINEL), nothing recorded. Returns the bad inputs tried. */
+static unsigned bad_pointers(const char *which) {
+  world W;
+  world_open(&W);
+  kind k;
+  make_kind(&W, which, &k);
+  unsigned tried = 0;
+  void *io = malloc(k.io_bytes);
+  ck_assert_ptr_nonnull(io);
+  for (unsigned i = 0; i < k.n; i++)
+    for (int b = 0; b < BAD_KINDS; b++) {
+      const tensor *t = &k.t[i];
+      memcpy(io, k.io, k.io_bytes);
+      void *check;
+      uint64_t check_bytes;
+      bool plain;
+      *field(io, t->off) = bad_ptr(&W, t, (enum bad)b, &check, &check_bytes, &plain);
+      char want[64];
+      snprintf(want, sizeof want, ": %s ", t->name);
+      for (int rec = 0; rec < 2; rec++) {
+        hm_status s = rec ? k.record(&W, io) : k.step(&W, io);
+        ck_assert_msg(s == HM_ERR_INVALID_ARG && strstr(hm_errmsg(), want) && !strchr(hm_errmsg(), '\n'),
+                      "%s %s, %s %s: %s: %s", which, rec ? "record" : "step", bad_name[b], t->name, hm_status_name(s),
+                      hm_errmsg());
+        tried++;
+      }
+      if (check) {
+        ck_assert_msg(untouched(W.rt, b == BAD_AGENT ? W.a1 : W.a0, check, check_bytes, plain),
+                      "%s: %s %s was written", which, bad_name[b], t->name);
+        if (plain) free(check);
+        else hm_mem_free(W.rt, check);
+      }
+    }
+  for (unsigned i = 0; i < k.n; i++)
+    if (k.t[i].out)
+      ck_assert_msg(untouched(W.rt, W.a0, *field(k.io, k.t[i].off), k.t[i].bytes, false), "%s: %s was written", which,
+                    k.t[i].name);
+  /* nothing went into the chain: a refused record leaves it empty */
+  ck_assert_int_eq(hm_chain_replay(W.c), HM_ERR_INVALID_ARG);
+  free(io);
+  free_good(&W, &k);
+  world_close(&W);
+  return tried;
+}
+
+START_TEST(bad_pointers_ffn) { ck_assert_uint_eq(bad_pointers("FFN"), 10 * BAD_KINDS * 2); }
+END_TEST
+START_TEST(bad_pointers_k2) { ck_assert_uint_eq(bad_pointers("K2"), 15 * BAD_KINDS * 2); }
+END_TEST
+START_TEST(bad_pointers_k1) { ck_assert_uint_eq(bad_pointers("K1"), 20 * BAD_KINDS * 2); }
+END_TEST
+START_TEST(bad_pointers_layer) { ck_assert_uint_eq(bad_pointers("layer"), 19 * BAD_KINDS * 2); }
+END_TEST
+
+/* ---------------------------------------------------------------- the findings */
+
+struct rank_step {
+  hm_k2 *k2;
+  hm_queue *q;
+  hm_ffn_io io;
+  hm_status st;
+  char msg[256];
+};
+
+static void *rank_step(void *p) {
+  struct rank_step *r = p;
+  r->st = hm_layer_ffn(r->k2, r->q, &r->io);
+  snprintf(r->msg, sizeof r->msg, "%s", hm_errmsg());
+  return NULL;
+}
+
+/* Issue 16, finding 1: a 4-row FFN step given a 2 KiB out (8 KiB needed), on every rank at once as
+ * a serving stack calls it, overwrote the allocation after it and returned HM_OK; a malloc'd out
+ * was taken too. Each must be refused on every rank, naming out, with the neighbour intact. */
+static void short_out(bool use_malloc) {
+  world W;
+  world_open(&W);
+  const uint32_t S = 4;
+  struct rank_step r[2];
+  void *neighbour[2], *bufs[2][10];
+  for (uint32_t k = 0; k < 2; k++) {
+    hm_agent *a = hm_layer_group_agent(W.g, k);
+    memset(&r[k], 0, sizeof r[k]);
+    r[k].k2 = hm_layer_k2(hm_layer_group_rank(W.g, k));
+    ck_assert_int_eq(hm_queue_create(a, 64, &r[k].q), HM_OK);
+    hm_ffn_io *io = &r[k].io;
+    io->rows = S;
+    const uint64_t row = (uint64_t)S * W.D * 2;
+    const uint64_t n[10] = {row, 4 * row, S * 16, S * 64, S * 16, 2048, 4 * row, S * 16, S * 64, S * 16};
+    for (int i = 0; i < 10; i++) bufs[k][i] = mem(a, n[i], false);
+    neighbour[k] = mem(a, 8192, false);
+    if (use_malloc) {
+      hm_mem_free(W.rt, bufs[k][5]);
+      bufs[k][5] = aligned_alloc(64, row);
+    }
+    io->part = bufs[k][0], io->res_in = bufs[k][1], io->post_in = bufs[k][2], io->comb_in = bufs[k][3];
+    io->pre_in = bufs[k][4], io->out = bufs[k][5], io->res_out = bufs[k][6], io->post_out = bufs[k][7];
+    io->comb_out = bufs[k][8], io->pre_out = bufs[k][9];
+  }
+  pthread_t th[2];
+  for (int k = 0; k < 2; k++) pthread_create(&th[k], NULL, rank_step, &r[k]);
+  for (int k = 0; k < 2; k++) pthread_join(th[k], NULL);
+  for (uint32_t k = 0; k < 2; k++) {
+    hm_agent *a = hm_layer_group_agent(W.g, k);
+    ck_assert_msg(r[k].st == HM_ERR_INVALID_ARG && strstr(r[k].msg, ": out "), "rank %u: %s: %s", k,
+                  hm_status_name(r[k].st), r[k].msg);
+    ck_assert_msg(untouched(W.rt, a, neighbour[k], 8192, false), "rank %u: the allocation after out was written", k);
+    for (int i = 0; i < 10; i++)
+      if (i == 5 && use_malloc) free(bufs[k][i]);
+      else hm_mem_free(W.rt, bufs[k][i]);
+    hm_mem_free(W.rt, neighbour[k]);
+    ck_assert_int_eq(hm_queue_destroy(r[k].q), HM_OK);
+  }
+  world_close(&W);
+}
+
+START_TEST(finding_short_out) { short_out(false); }
+END_TEST
+START_TEST(finding_malloc_out) { short_out(true); }
+END_TEST
+
+/* ---------------------------------------------------------------- teardown out of order */
+
+struct heap_arg {
+  hm_agent *a;
+  hm_boot_group *bg;
+  unsigned rank;
+  hm_heap *h;
+};
+
+static void *make_heap(void *p) {
+  struct heap_arg *h = p;
+  hm_bootstrap b;
+  ck_assert_int_eq(hm_bootstrap_threads(h->bg, &b), HM_OK);
+  hm_heap_config hc = {.rank = h->rank, .tp = 2, .half_bytes = 16 * hm_allreduce_region_bytes(2, 48, 1024)};
+  hm_status s = hm_heap_create(h->a, &hc, &b, &h->h);
+  ck_assert_msg(s == HM_OK, "heap: %s", hm_errmsg());
+  hm_bootstrap_release(&b);
+  return NULL;
+}
+
+/* A fresh runtime, a TP2 heap pair, rank 0's weights (tiny layer 3), a queue: each pair of objects
+ * starts from here. */
+typedef struct base {
+  hm_runtime *rt;
+  hm_agent *a;
+  hm_heap *h[2];
+  hm_layer_weights w[2];
+  hm_queue *q;
+} base;
+
+static void base_open(base *B) {
+  memset(B, 0, sizeof *B);
+  B->rt = tl_open_sim();
+  B->a = hm_agent_get(B->rt, 0);
+  struct heap_arg ha[2];
+  hm_boot_group *bg;
+  ck_assert_int_eq(hm_boot_group_create(2, &bg), HM_OK);
+  pthread_t th[2];
+  for (unsigned r = 0; r < 2; r++) {
+    ha[r] = (struct heap_arg){hm_agent_get(B->rt, r), bg, r, NULL};
+    pthread_create(&th[r], NULL, make_heap, &ha[r]);
+  }
+  for (unsigned r = 0; r < 2; r++) pthread_join(th[r], NULL), B->h[r] = ha[r].h;
+  hm_boot_group_destroy(bg);
+  hm_layer_config cfg = tl_config("tiny", 3, 0, 0);
+  tl_build_group(&cfg, 2, 5, HM_WPART_ATTN | HM_WPART_FFN, B->w);
+  ck_assert_int_eq(hm_queue_create(B->a, 64, &B->q), HM_OK);
+}
+
+static void base_close(base *B) {
+  ck_assert_int_eq(hm_queue_destroy(B->q), HM_OK);
+  for (unsigned r = 0; r < 2; r++) ck_assert_msg(hm_heap_destroy(B->h[r]) == HM_OK, "%s", hm_errmsg());
+  tl_free_group(B->w, 2);
+  ck_assert_msg(hm_runtime_close(B->rt) == HM_OK, "%s", hm_errmsg());
+}
+
+/* The objects of a pair: each made on the base, destroyed by one call, and checked alive. */
+enum obj { O_RUNTIME, O_HEAP, O_QUEUE, O_WEIGHTS, O_AR, O_FFN, O_K2, O_K1, O_LAYER, O_CHAIN, O_COUNT };
+static const char *const obj_name[] = {"runtime", "heap",  "queue", "weights", "all-reduce",
+                                       "FFN runner", "K2 runner", "K1 runner", "layer", "chain"};
+
+typedef struct objs {
+  void *p[O_COUNT];
+  hm_k1 *layer_k1;        /* a layer's own parts, for the (layer, part) pairs */
+  hm_k2 *layer_k2;
+} objs;
+
+static const hm_ffn_config small = {.min_cus = 1};
+
+/* `user` made on `used` (made first when it is not one of the base's). */
+static void make(base *B, objs *o, enum obj which, enum obj on) {
+  hm_status s = HM_OK;
+  switch (which) {
+  case O_AR: {
+    hm_ar_config c = {.width = 1024, .max_rows = 4};
+    s = hm_ar_create(B->h[0], &c, (hm_ar **)&o->p[O_AR]);
+    break;
+  }
+  case O_FFN: s = hm_ffn_create(B->h[0], &B->w[0], &small, (hm_ffn **)&o->p[O_FFN]); break;
+  case O_K2: s = hm_k2_create(B->h[0], &B->w[0], &small, (hm_k2 **)&o->p[O_K2]); break;
+  case O_LAYER: {
+    hm_layer_options opt = {.run = small};
+    s = hm_layer_create(B->h[0], &B->w[0], &opt, (hm_layer **)&o->p[O_LAYER]);
+    break;
+  }
+  case O_K1: {
+    /* on a K2's epoch buffer when its pair is the K2 */
+    hm_k1_config c = {.min_cus = 1, .epoch = on == O_K2 ? hm_k2_epoch(o->p[O_K2]) : NULL};
+    s = hm_k1_create(B->a, &B->w[0], &c, (hm_k1 **)&o->p[O_K1]);
+    break;
+  }
+  case O_CHAIN: {
+    s = hm_chain_create(B->q, (hm_chain **)&o->p[O_CHAIN]);
+    if (s) break;
+    hm_chain *c = o->p[O_CHAIN];
+    /* a recorded launch of the object the chain is paired with */
+    if (on == O_AR) {
+      void *buf = tl_dev_alloc(B->a, 4 * 1024 * 2);
+      s = hm_ar_record(o->p[O_AR], c, buf, buf, 4);
+    } else if (on == O_FFN || on == O_K2) {
+      hm_ffn *f = o->p[on];
+      void *buf = tl_dev_alloc(B->a, 4 * 4 * 1024 * 2);
+      hm_ffn_io io = {.rows = 1, .part = buf, .res_in = buf, .post_in = buf, .comb_in = buf, .pre_in = buf,
+                      .out = buf, .res_out = buf, .post_out = buf, .comb_out = buf, .pre_out = buf};
+      if (!(s = hm_ffn_prepare(f, 1))) s = hm_ffn_record(f, c, &io);
+    } else if (on == O_K1) {
+      hm_k1 *k = o->p[O_K1];
+      hm_gen_step st;
+      ck_assert_int_eq(hm_gen_step_make_block(&B->w[0].cfg, 1, 1, 10, 64, 5, &st), HM_OK);
+      void *big = tl_dev_alloc(B->a, 1 << 20);
+      void *meta = tl_host_alloc(B->a, 1 << 16);
+      hm_k1_io io = {.rows = 1, .x = big, .res_in = big, .post_in = big, .comb_in = big, .pre_in = big,
+                     .res_out = big, .post_out = big, .comb_out = big, .pre_out = big, .q = big, .kt = big,
+                     .klen = big, .x_out = big, .qr_out = big};
+      void *swa = tl_dev_alloc(B->a, cache_bytes(&st.in.swa));
+      io.swa = cache_of(&st.in.swa), io.swa.base = swa;
+      char *m = meta;
+      memcpy(m, st.in.positions, 8), memcpy(m + 8, st.in.slot_mapping, 8);
+      memcpy(m + 16, st.in.swa_indices, K1_WINDOW * 4), memcpy(m + 1024, st.in.swa_lens, 4);
+      memcpy(m + 1028, st.in.token_to_req, 4), memcpy(m + 2048, st.in.topk, K1_TOPK * 4);
+      memcpy(m + 8192, st.in.block_table, st.in.bt_stride * 4);
+      io.meta = (hm_k1_meta){(int64_t *)m, (int64_t *)(m + 8), (int32_t *)(m + 16), (int32_t *)(m + 1024),
+                             (int32_t *)(m + 1028), (int32_t *)(m + 2048), (int32_t *)(m + 8192), 1,
+                             st.in.bt_stride, st.in.comp.block_size, st.in.comp.blocks};
+      if (!(s = hm_k1_prepare(k, 1))) s = hm_k1_record(k, c, &io);
+      hm_gen_step_free(&st);
+    }
+    break;
+  }
+  default: ck_abort_msg("no maker for %s", obj_name[which]);
+  }
+  ck_assert_msg(s == HM_OK, "making the %s: %s", obj_name[which], hm_errmsg());
+  if (which == O_LAYER) o->layer_k1 = hm_layer_k1(o->p[O_LAYER]), o->layer_k2 = hm_layer_k2(o->p[O_LAYER]);
+}
+
+static hm_status destroy(base *B, objs *o, enum obj which) {
+  switch (which) {
+  case O_RUNTIME: return hm_runtime_close(B->rt);
+  case O_HEAP: return hm_heap_destroy(B->h[0]);
+  case O_QUEUE: return hm_queue_destroy(B->q);
+  case O_WEIGHTS: return hm_weights_free(&B->w[0]);
+  case O_AR: return hm_ar_destroy(o->p[O_AR]);
+  case O_FFN: return hm_ffn_destroy(o->p[O_FFN]);
+  case O_K2: return hm_ffn_destroy(o->p[O_K2]);
+  case O_K1: return hm_k1_destroy(o->p[O_K1]);
+  case O_LAYER: return hm_layer_destroy(o->p[O_LAYER]);
+  case O_CHAIN: hm_chain_destroy(o->p[O_CHAIN]); return HM_OK;
+  default: return HM_ERR_INVALID_ARG;
+  }
+}
+
+/* The used object still works after a refused destroy. */
+static void expect_alive(base *B, objs *o, enum obj which) {
+  switch (which) {
+  case O_RUNTIME: {
+    void *p;
+    ck_assert_int_eq(hm_mem_alloc(B->a, HM_POOL_HOST, 64, 0, &p), HM_OK);
+    ck_assert_int_eq(hm_mem_free(B->rt, p), HM_OK);
+    break;
+  }
+  case O_HEAP: ck_assert_msg(hm_heap_check(B->h[0]) == HM_OK, "%s", hm_errmsg()); break;
+  case O_QUEUE: ck_assert_msg(hm_queue_wait_idle(B->q, 10000000000ull) == HM_OK, "%s", hm_errmsg()); break;
+  case O_WEIGHTS: ck_assert_ptr_nonnull(hm_weights_get(&B->w[0], "w13")); break;
+  case O_AR: ck_assert_int_eq(hm_ar_status(o->p[O_AR]), HM_OK); break;
+  case O_FFN: case O_K2: ck_assert_int_eq(hm_ffn_status(o->p[which]), HM_OK); break;
+  case O_K1: ck_assert_uint_gt(hm_k1_grid(o->p[O_K1]), 0); break;
+  default: break;
+  }
+}
+
+/* user uses used: destroying used first is HM_ERR_BUSY (naming its users) and leaves it working;
+ * destroying user then used is HM_OK. The other order is HM_OK at once. */
+typedef struct pair {
+  enum obj user, used;
+  unsigned users; /* the count the refusal names (the runtime's include the base's two heaps) */
+} pair;
+
+static const pair pairs[] = {
+    {O_AR, O_HEAP, 1},     {O_FFN, O_HEAP, 1},     {O_K2, O_HEAP, 1},       {O_LAYER, O_HEAP, 1},
+    {O_LAYER, O_WEIGHTS, 1}, {O_CHAIN, O_QUEUE, 1},  {O_CHAIN, O_AR, 1},      {O_CHAIN, O_FFN, 1},
+    {O_CHAIN, O_K2, 1},    {O_CHAIN, O_K1, 1},     {O_K1, O_K2, 1},         {O_K1, O_RUNTIME, 3},
+    {O_CHAIN, O_RUNTIME, 3}, {O_HEAP, O_RUNTIME, 2},
+};
+
+static void one_pair(const pair *p, bool used_first) {
+  base B;
+  base_open(&B);
+  objs o = {0};
+  if (p->used >= O_AR) make(&B, &o, p->used, p->used);
+  /* the heap as a user of the runtime is the base's own (both ranks') */
+  if (p->user != O_HEAP) make(&B, &o, p->user, p->used);
+  hm_status s;
+  if (used_first) {
+    s = destroy(&B, &o, p->used);
+    ck_assert_msg(s == HM_ERR_BUSY, "destroying the %s while a %s uses it: %s: %s", obj_name[p->used],
+                  obj_name[p->user], hm_status_name(s), hm_errmsg());
+    char count[16];
+    snprintf(count, sizeof count, " %u ", p->users);
+    ck_assert_msg(strstr(hm_errmsg(), count), "the refusal does not name its %u user(s): %s", p->users, hm_errmsg());
+    expect_alive(&B, &o, p->used);
+  }
+  if (p->user == O_HEAP) {
+    ck_assert_int_eq(hm_queue_destroy(B.q), HM_OK);
+    for (unsigned r = 0; r < 2; r++) ck_assert_int_eq(hm_heap_destroy(B.h[r]), HM_OK);
+    tl_free_group(B.w, 2);
+    ck_assert_msg(hm_runtime_close(B.rt) == HM_OK, "%s", hm_errmsg());
+    return;
+  }
+  ck_assert_msg(destroy(&B, &o, p->user) == HM_OK, "destroying the %s: %s", obj_name[p->user], hm_errmsg());
+  if (p->used >= O_AR) ck_assert_msg(destroy(&B, &o, p->used) == HM_OK, "then the %s: %s", obj_name[p->used], hm_errmsg());
+  if (p->used == O_RUNTIME) {
+    /* closing the runtime was the pair's second destroy: the base goes without it */
+    ck_assert_int_eq(hm_queue_destroy(B.q), HM_OK);
+    for (unsigned r = 0; r < 2; r++) ck_assert_int_eq(hm_heap_destroy(B.h[r]), HM_OK);
+    tl_free_group(B.w, 2);
+    ck_assert_msg(hm_runtime_close(B.rt) == HM_OK, "%s", hm_errmsg());
+    return;
+  }
+  base_close(&B);
+}
+
+START_TEST(teardown_pairs) {
+  for (unsigned i = 0; i < sizeof pairs / sizeof *pairs; i++) {
+    one_pair(&pairs[i], true);
+    one_pair(&pairs[i], false);
+  }
+}
+END_TEST
+
+/* Issue 16, finding 2: hm_heap_destroy returned HM_OK while an FFN runner used the heap, and the
+ * runner's next step read the freed heap. */
+START_TEST(finding_heap_destroy_in_use) {
+  base B;
+  base_open(&B);
+  hm_ffn *f;
+  ck_assert_msg(hm_ffn_create(B.h[0], &B.w[0], &small, &f) == HM_OK, "%s", hm_errmsg());
+  hm_status s = hm_heap_destroy(B.h[0]);
+  ck_assert_msg(s == HM_ERR_BUSY && strstr(hm_errmsg(), "1 object"), "%s: %s", hm_status_name(s), hm_errmsg());
+  ck_assert_int_eq(hm_heap_check(B.h[0]), HM_OK);
+  ck_assert_int_eq(hm_ffn_destroy(f), HM_OK);
+  base_close(&B);
+}
+END_TEST
+
+/* A layer's K1 and K2 are its own: destroying one directly is refused, the layer still works. */
+START_TEST(layer_parts_owned) {
+  base B;
+  base_open(&B);
+  hm_layer *l;
+  hm_layer_options opt = {.run = small};
+  ck_assert_msg(hm_layer_create(B.h[0], &B.w[0], &opt, &l) == HM_OK, "%s", hm_errmsg());
+  ck_assert_int_eq(hm_k1_destroy(hm_layer_k1(l)), HM_ERR_BUSY);
+  ck_assert_int_eq(hm_ffn_destroy(hm_layer_k2(l)), HM_ERR_BUSY);
+  ck_assert_int_eq(hm_runtime_close(B.rt), HM_ERR_BUSY);
+  ck_assert_int_eq(hm_weights_free(&B.w[0]), HM_ERR_BUSY);
+  ck_assert_int_eq(hm_layer_destroy(l), HM_OK);
+  base_close(&B);
+}
+END_TEST
+
+Suite *hm_test_suite(void) {
+  const tl_case tests[] = {
+      {"finding_short_out", finding_short_out},
+      {"finding_malloc_out", finding_malloc_out},
+      {"finding_heap_destroy_in_use", finding_heap_destroy_in_use},
+      {"bad_pointers_ffn", bad_pointers_ffn},
+      {"bad_pointers_k2", bad_pointers_k2},
+      {"bad_pointers_k1", bad_pointers_k1},
+      {"bad_pointers_layer", bad_pointers_layer},
+      {"teardown_pairs", teardown_pairs},
+      {"layer_parts_owned", layer_parts_owned},
+  };
+  return TL_SUITE("misuse", tests, 600);
+}
