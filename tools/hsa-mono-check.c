@@ -139,7 +139,7 @@ static int cmd_ref(int argc, char **argv) {
   }
   hm_layer_weights w[HM_LAYER_MAX_TP];
   uint32_t parts = ffn ? HM_WPART_FFN : 0;
-  hm_build_opts bo = {parts, (uint32_t)(context + rows + 64)};
+  hm_build_opts bo = {.parts = parts, .rope_positions = (uint32_t)(context + rows + 64)};
   hm_gen_step step;
   int rc = CLI_EXIT_NOT_RUN;
   uint32_t built = 0;

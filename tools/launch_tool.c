@@ -9,7 +9,7 @@ hm_status launch_tool_weights(const hm_layer_config *cfg, uint32_t tp, uint64_t 
   hm_status st = hm_gen_init(&gen, cfg, seed);
   if (st != HM_OK) return st;
   hm_source src = hm_gen_source(&gen);
-  hm_build_opts bo = {parts, 0};
+  hm_build_opts bo = {.parts = parts};
   uint32_t r = 0;
   for (; r < tp; r++)
     if ((st = hm_weights_build(cfg, tp, r, &src, &bo, &w[r])) != HM_OK) break;

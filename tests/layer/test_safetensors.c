@@ -211,7 +211,7 @@ START_TEST(checkpoint_source) {
   hm_source cs = hm_ckpt_source(ck);
   for (uint32_t r = 0; r < 2; r++) {
     hm_layer_weights a, b;
-    hm_build_opts o = {HM_WPART_FFN | HM_WPART_ATTN, 64};
+    hm_build_opts o = {.parts = HM_WPART_FFN | HM_WPART_ATTN, .rope_positions = 64};
     ck_assert_int_eq(hm_weights_build(&c, 2, r, &gs, &o, &a), HM_OK);
     ck_assert_int_eq(hm_weights_build(&c, 2, r, &cs, &o, &b), HM_OK);
     ck_assert_uint_eq(a.set.count, b.set.count);

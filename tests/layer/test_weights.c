@@ -335,7 +335,7 @@ START_TEST(build_errors) {
   ck_assert_ptr_nonnull(strstr(hm_errmsg(), "experts.2.w2.weight"));
   ck_assert_int_eq(hm_weights_build(&c, 2, 2, &inner, NULL, &w), HM_ERR_INVALID_ARG);
   ck_assert_int_eq(hm_weights_build(&c, 3, 0, &inner, NULL, &w), HM_ERR_INVALID_ARG);
-  hm_build_opts o = {HM_WPART_ENGRAM, 0};
+  hm_build_opts o = {.parts = HM_WPART_ENGRAM};
   ck_assert_int_eq(hm_weights_build(&c, 1, 0, &inner, &o, &w), HM_ERR_INVALID_ARG);
   ck_assert_int_eq(hm_weights_build(NULL, 1, 0, &inner, NULL, &w), HM_ERR_INVALID_ARG);
   hm_gen_free(&g);
@@ -349,7 +349,7 @@ START_TEST(full_dims_shapes) {
   hm_gen g;
   ck_assert_int_eq(hm_gen_init(&g, &c, 3), HM_OK);
   hm_source s = hm_gen_source(&g);
-  hm_build_opts o = {HM_WPART_FFN, 0};
+  hm_build_opts o = {.parts = HM_WPART_FFN};
   hm_layer_weights w;
   ck_assert_int_eq(hm_weights_build(&c, 4, 3, &s, &o, &w), HM_OK);
   const hm_tensor *t = hm_weights_get(&w, "w13");
