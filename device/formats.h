@@ -408,4 +408,12 @@ static inline u8 fmt_e2m1_to_e4m3fnuz(u8 nib) {
   return fmt_e4m3fnuz_encode(fmt_e2m1_decode(nib) * fmt_pow2(-7));
 }
 
+/* A packed e2m1 pair with each -0 nibble (8) rewritten to +0: gfx942's FP4 -> FNUZ expansion
+ * would make -0 the FNUZ NaN, and -0 and +0 give the same products (spec/mono.md §4.4). */
+static inline u8 fmt_fp4x2_drop_negzero(u8 b) {
+  if ((b & 0x0fu) == 0x08u) b = (u8)(b & 0xf0u);
+  if ((b & 0xf0u) == 0x80u) b = (u8)(b & 0x0fu);
+  return b;
+}
+
 #endif /* HM_FORMATS_H */

@@ -53,6 +53,9 @@ hm_status hm_bind_tensors(hm_agent *a, const hm_layer_weights *w, const char *wh
   enum { MAX_TENSORS = 32 };
   const hm_tensor *t[MAX_TENSORS];
   if (n > MAX_TENSORS) return hm_fail(HM_ERR_INVALID_ARG, "%s: %u tensors (at most %u)", who, n, MAX_TENSORS);
+  if (w->arch != HM_ARCH_GFX950)
+    return hm_fail(HM_ERR_INVALID_ARG, "%s: the weights are gfx942 copies (spec/mono.md §4.4); this launch reads the "
+                   "gfx950 layouts", who);
   hm_status s;
   size_t largest = 0;
   for (unsigned i = 0; i < n; i++) {

@@ -1,5 +1,5 @@
-/* layer/weights/hm_weights.h: one layer's weights for one TP rank in the layouts the gfx950 kernels read
- * (spec/mono.md §4), built from a checkpoint-format source: a seeded generator or a safetensors file. */
+/* layer/weights/hm_weights.h: one layer's weights for one TP rank in the layouts the gfx950 or gfx942
+ * kernels read (spec/mono.md §4), built from a checkpoint-format source: a seeded generator or a safetensors file. */
 #ifndef HM_WEIGHTS_H
 #define HM_WEIGHTS_H
 
@@ -75,6 +75,12 @@ void hm_gen_normal(uint64_t seed, const char *stream, uint64_t n, float mean, fl
 
 /* ---------------------------------------------------------------- built weights */
 
+/* The GPU whose kernels read the weights: the layouts differ (spec/mono.md §4.4). */
+typedef enum hm_arch {
+  HM_ARCH_GFX950 = 0, /* MI355X: the layouts of §4.1-§4.3 (the default) */
+  HM_ARCH_GFX942 = 1  /* MI300X / MI325X: the gfx942 copies of §4.4, TP4 only */
+} hm_arch;
+
 typedef struct hm_build_opts {
   uint32_t parts;          /* HM_WPART_* (0: what the layer has) */
   uint32_t rope_positions; /* rows of cos_sin (0: 4096) */
@@ -82,11 +88,13 @@ typedef struct hm_build_opts {
    * layer from a full checkpoint: experts 0..E-1 and the first E rows of the gate and its bias
    * (E = cfg->experts); the source's gate must hold exactly this many rows. */
   uint32_t source_experts;
+  hm_arch arch;            /* the layouts to build (0: gfx950) */
 } hm_build_opts;
 
 typedef struct hm_layer_weights {
   hm_layer_config cfg;
   hm_rank_dims dims;
+  hm_arch arch;
   uint32_t rank;
   uint32_t parts;
   uint32_t rope_positions;
@@ -112,7 +120,19 @@ typedef struct hm_layer_weights {
  *         idx_weights_proj bf16[32, D], idx_wk bf16[128, 512] + idx_k_norm bf16[128] (kv sources)
  *  ENGRAM: engram_wkv e4m3[5D, 24*hd] + engram_wkv_s, engram_q bf16[4, D], engram_k bf16[4, D]
  * Replicated tensors are whole on every rank; sharded ones hold this rank's slice, routed
- * intermediates padded with zero bytes (scale code 0) to I. Nothing is left allocated on error. */
+ * intermediates padded with zero bytes (scale code 0) to I. Nothing is left allocated on error.
+ *
+ * opts->arch HM_ARCH_GFX942 builds the gfx942 copies instead (§4.4; tp must be 4), under the same
+ * names; every other tensor is as above. Ir = dims.inter (the real 576 of V4.1, not padded):
+ *  every MXFP8 linear above: u8[N, Kp] FNUZ e4m3 bytes, Kp = K padded to x128 with zero bytes,
+ *         in tile-major order (hm_dense942_offset), + `_s` e8m0[N/32, Kp/32] FNUZ codes (the OCP
+ *         code + 1; padded blocks 128). The source's `.weight` may be F8_E4M3 or BF16 (a checkpoint
+ *         dequantised at load: value = e4m3 x 2^(code-127), recovered exactly or refused) and its
+ *         `.scale` [N/32, K/32] or repeated over each block's rows [N, K/32] (rows must agree);
+ *         codes must be below 250.
+ *  w13 fp4x2[E, 2Ir, D/2] (gate row i at 2i, up at 2i+1, hm_w13_942_row; hm_fp4_942_offset order),
+ *         w13_s e8m0[E, 2Ir*D/32] (hm_codes942_index order), w2 fp4x2[E, D, Ir/2]
+ *         (hm_fp4_942_offset), w2_s e8m0[E, D*Ir/32] row-major; every -0 nibble rewritten to +0. */
 hm_status hm_weights_build(const hm_layer_config *cfg, uint32_t tp, uint32_t rank,
                            const hm_source *src, const hm_build_opts *opts, hm_layer_weights *out);
 /* HM_ERR_BUSY (nothing freed) while a layer still reads them (hm_layer_destroy first). */
@@ -135,10 +155,15 @@ const float *hm_e2m1_table(void);
 /* Dense MXFP8 [N, K] + [N/32, K/32]: rows r0..r0+nr-1 dequantised into out[nr][K]. */
 void hm_mx8_decode_rows(const uint8_t *w, const uint8_t *s, uint32_t K, uint32_t r0, uint32_t nr,
                         float *out);
+/* The same for a gfx942 dense copy (u8 FNUZ bytes [N, Kp] tile-major + codes [N/32, Kp/32]) of
+ * logical K columns: the same values as the OCP tensor it was made from. */
+void hm_mx8_942_decode_rows(const uint8_t *w, const uint8_t *s, uint32_t K, uint32_t r0, uint32_t nr,
+                            float *out);
 /* Routed expert e of w13: gate (up = false) or up rows i0..i0+n-1 of the padded intermediate,
- * dequantised into out[n][D]. */
+ * dequantised into out[n][D]. Either arch's layout; gfx942's columns past Ir decode to zero. */
 void hm_w13_decode(const hm_layer_weights *w, uint32_t e, bool up, uint32_t i0, uint32_t n, float *out);
-/* Routed expert e of w2: hidden rows r0..r0+n-1 over the padded intermediate, into out[n][I]. */
+/* Routed expert e of w2: hidden rows r0..r0+n-1 over the padded intermediate, into out[n][I]
+ * (either arch; gfx942's columns past Ir are zero). */
 void hm_w2_decode(const hm_layer_weights *w, uint32_t e, uint32_t r0, uint32_t n, float *out);
 
 /* The RoPE table of a layer (model.md §2 RoPE): theta 10000 for ratio 0, 160000 with YaRN

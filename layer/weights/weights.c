@@ -1,5 +1,5 @@
 /* layer/weights/weights.c: builds one TP rank's weights in the gfx950 kernels' layouts (spec/mono.md §4)
- * from checkpoint-format tensors, and decodes those layouts back to values for the reference. */
+ * from checkpoint-format tensors (gfx942's copies in weights942.c), and decodes them back to values. */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -9,17 +9,19 @@
 #include "formats.h"
 #include "hm_weights.h"
 #include "layouts.h"
+#include "weights_internal.h"
 
 /* ---------------------------------------------------------------- reading the source */
 
-typedef struct builder {
-  const hm_layer_config *cfg;
-  const hm_source *src;
-  hm_ckpt_entry *schema;
-  uint32_t count;
-  char prefix[32];
-  hm_tensor_set *set;
-} builder;
+typedef hm_wbuild builder;
+
+const hm_ckpt_entry *hm_wb_entry(builder *b, const char *suffix, char *full) {
+  snprintf(full, HM_TENSOR_NAME, "%s%s", b->prefix, suffix);
+  for (uint32_t i = 0; i < b->count; i++)
+    if (!strcmp(b->schema[i].name, full)) return &b->schema[i];
+  hm_fail(HM_ERR_INVALID_ARG, "'%s' is not a tensor of this layer", full);
+  return NULL;
+}
 
 /* "[a]" or "[a,b]" */
 static const char *shape_str(char *buf, size_t size, uint32_t nd, const uint64_t shape[2]) {
@@ -29,12 +31,9 @@ static const char *shape_str(char *buf, size_t size, uint32_t nd, const uint64_t
 }
 
 /* the schema entry of `suffix`, after checking the source stores it with that dtype and shape */
-static hm_status expect(builder *b, const char *suffix, char *full, const hm_ckpt_entry **out) {
-  snprintf(full, HM_TENSOR_NAME, "%s%s", b->prefix, suffix);
-  const hm_ckpt_entry *e = NULL;
-  for (uint32_t i = 0; i < b->count; i++)
-    if (!strcmp(b->schema[i].name, full)) e = &b->schema[i];
-  if (!e) return hm_fail(HM_ERR_INVALID_ARG, "'%s' is not a tensor of this layer", full);
+hm_status hm_wb_expect(builder *b, const char *suffix, char *full, const hm_ckpt_entry **out) {
+  const hm_ckpt_entry *e = hm_wb_entry(b, suffix, full);
+  if (!e) return HM_ERR_INVALID_ARG;
   hm_dtype dt;
   uint32_t nd;
   uint64_t shape[2] = {0, 0};
@@ -52,11 +51,11 @@ static hm_status expect(builder *b, const char *suffix, char *full, const hm_ckp
   return HM_OK;
 }
 
-static hm_status rd(builder *b, const char *suffix, uint64_t r0, uint64_t nr, uint64_t c0, uint64_t nc,
-                    void *out) {
+hm_status hm_wb_read(builder *b, const char *suffix, uint64_t r0, uint64_t nr, uint64_t c0, uint64_t nc,
+                     void *out) {
   char full[HM_TENSOR_NAME];
   const hm_ckpt_entry *e;
-  hm_status st = expect(b, suffix, full, &e);
+  hm_status st = hm_wb_expect(b, suffix, full, &e);
   if (st != HM_OK) return st;
   return b->src->read(b->src->ctx, full, r0, nr, c0, nc, out);
 }
@@ -65,7 +64,7 @@ static hm_status rd(builder *b, const char *suffix, uint64_t r0, uint64_t nr, ui
 static hm_status copy_head(builder *b, const char *suffix, const char *kname, uint64_t n) {
   char full[HM_TENSOR_NAME];
   const hm_ckpt_entry *e;
-  hm_status st = expect(b, suffix, full, &e);
+  hm_status st = hm_wb_expect(b, suffix, full, &e);
   if (st != HM_OK) return st;
   uint64_t shape[2] = {n, e->shape[1]};
   hm_tensor *t;
@@ -90,6 +89,7 @@ static hm_status copy_whole(builder *b, const char *suffix, const char *kname) {
 static hm_status mx8_slice(builder *b, const char *base, const char *kname, uint64_t r0, uint64_t nr,
                            uint64_t c0, uint64_t nc, uint64_t at, uint64_t total) {
   char wn[HM_TENSOR_NAME], sn[HM_TENSOR_NAME], ks[HM_TENSOR_NAME];
+  if (b->arch == HM_ARCH_GFX942) return hm_w942_dense(b, base, kname, r0, nr, c0, nc, at, total);
   snprintf(wn, sizeof wn, "%s.weight", base);
   snprintf(sn, sizeof sn, "%s.scale", base);
   snprintf(ks, sizeof ks, "%s_s", kname);
@@ -102,8 +102,8 @@ static hm_status mx8_slice(builder *b, const char *base, const char *kname, uint
     w = hm_tset_find(b->set, kname);
     s = hm_tset_find(b->set, ks);
   }
-  if ((st = rd(b, wn, r0, nr, c0, nc, (uint8_t *)w->data + at * nc)) != HM_OK) return st;
-  return rd(b, sn, r0 / 32, nr / 32, c0 / 32, nc / 32, (uint8_t *)s->data + (at / 32) * (nc / 32));
+  if ((st = hm_wb_read(b, wn, r0, nr, c0, nc, (uint8_t *)w->data + at * nc)) != HM_OK) return st;
+  return hm_wb_read(b, sn, r0 / 32, nr / 32, c0 / 32, nc / 32, (uint8_t *)s->data + (at / 32) * (nc / 32));
 }
 
 /* Every tensor the build reads (the parts', but Engram's table) is in the source: else how many are
@@ -132,73 +132,94 @@ static hm_status check_present(builder *b, uint32_t parts) {
 
 /* ---------------------------------------------------------------- the parts */
 
+static hm_status build_experts(builder *b, const hm_rank_dims *d, uint32_t rank);
+
 static hm_status build_ffn(builder *b, const hm_rank_dims *d, uint32_t rank) {
-  const hm_layer_config *c = b->cfg;
-  const uint64_t D = c->hidden, E = c->experts, I = d->inter_pad, Ir = d->inter, Sh = d->shared_inter;
+  const uint64_t D = b->cfg->hidden, Sh = d->shared_inter;
   hm_status st;
   if ((st = copy_whole(b, "hc_ffn_fn", "hc_ffn_fn")) != HM_OK) return st;
   if ((st = copy_whole(b, "hc_ffn_scale", "hc_ffn_scale")) != HM_OK) return st;
   if ((st = copy_whole(b, "hc_ffn_base", "hc_ffn_base")) != HM_OK) return st;
   if ((st = copy_whole(b, "ffn_norm.weight", "ffn_norm")) != HM_OK) return st;
   /* a reduced layer of a full checkpoint routes over the gate's first E rows */
-  if ((st = copy_head(b, "ffn.gate.weight", "gate_w", E)) != HM_OK) return st;
-  if ((st = copy_head(b, "ffn.gate.bias", "bias", E)) != HM_OK) return st;
-
-  /* routed experts, MXFP4 in aiter's layouts (§4.2): this rank's intermediate columns
-   * [rank*Ir, rank*Ir + Ir), padded with zeros (codes 0) to I */
-  const uint64_t w13_bytes = 2 * I * D / 2, w13_codes = 2 * I * (D / 32);
-  const uint64_t w2_bytes = D * I / 2, w2_cols = d->w2_scale_cols, w2_codes = D * w2_cols;
-  uint8_t *w13 = hm_tset_new(b->set, "w13", HM_DT_FP4X2, E, 2 * I, D / 2, 0);
-  uint8_t *w13s = w13 ? hm_tset_new(b->set, "w13_s", HM_DT_E8M0, E, w13_codes, 0, 0) : NULL;
-  uint8_t *w2 = w13s ? hm_tset_new(b->set, "w2", HM_DT_FP4X2, E, D, I / 2, 0) : NULL;
-  uint8_t *w2s = w2 ? hm_tset_new(b->set, "w2_s", HM_DT_E8M0, E, w2_codes, 0, 0) : NULL;
-  if (!w2s) return HM_ERR_NO_MEMORY;
-  uint64_t tmp_bytes = Ir * (D / 2) > D * (Ir / 2) ? Ir * (D / 2) : D * (Ir / 2);
-  uint8_t *tw = malloc(tmp_bytes), *ts = malloc(Ir * (D / 32) > D * (Ir / 32) ? Ir * (D / 32) : D * (Ir / 32));
-  if (!tw || !ts) {
-    free(tw);
-    free(ts);
-    return hm_fail(HM_ERR_NO_MEMORY, "expert staging buffers");
-  }
-  st = HM_OK;
-  for (uint32_t e = 0; e < E && st == HM_OK; e++) {
-    char n[64];
-    uint8_t *ew = w13 + e * w13_bytes, *es = w13s + e * w13_codes;
-    for (int up = 0; up < 2 && st == HM_OK; up++) {
-      snprintf(n, sizeof n, "ffn.experts.%u.%s.weight", e, up ? "w3" : "w1");
-      if ((st = rd(b, n, rank * Ir, Ir, 0, D / 2, tw)) != HM_OK) break;
-      snprintf(n, sizeof n, "ffn.experts.%u.%s.scale", e, up ? "w3" : "w1");
-      if ((st = rd(b, n, rank * Ir, Ir, 0, D / 32, ts)) != HM_OK) break;
-      for (uint32_t i = 0; i < Ir; i++) {
-        uint32_t R = hm_w13_row(i, up);
-        /* a 32-value block is 16 contiguous bytes of one lane in the shuffle */
-        for (uint32_t k = 0; k < D; k += 32)
-          memcpy(ew + hm_fp4_shuffle_offset((uint32_t)D, R, k), tw + (uint64_t)i * (D / 2) + k / 2, 16);
-        for (uint32_t cb = 0; cb < D / 32; cb++)
-          es[hm_scale_shuffle_index(R, cb, (uint32_t)(D / 32))] = ts[i * (D / 32) + cb];
-      }
-    }
-    if (st != HM_OK) break;
-    uint8_t *fw = w2 + e * w2_bytes, *fs = w2s + e * w2_codes;
-    snprintf(n, sizeof n, "ffn.experts.%u.w2.weight", e);
-    if ((st = rd(b, n, 0, D, rank * Ir / 2, Ir / 2, tw)) != HM_OK) break;
-    snprintf(n, sizeof n, "ffn.experts.%u.w2.scale", e);
-    if ((st = rd(b, n, 0, D, rank * Ir / 32, Ir / 32, ts)) != HM_OK) break;
-    for (uint32_t r = 0; r < D; r++) {
-      for (uint32_t k = 0; k < Ir; k += 32)
-        memcpy(fw + hm_fp4_shuffle_offset((uint32_t)I, r, k), tw + (uint64_t)r * (Ir / 2) + k / 2, 16);
-      for (uint32_t cb = 0; cb < Ir / 32; cb++)
-        fs[hm_scale_shuffle_index(r, cb, (uint32_t)w2_cols)] = ts[r * (Ir / 32) + cb];
-    }
-  }
-  free(tw);
-  free(ts);
+  if ((st = copy_head(b, "ffn.gate.weight", "gate_w", b->cfg->experts)) != HM_OK) return st;
+  if ((st = copy_head(b, "ffn.gate.bias", "bias", b->cfg->experts)) != HM_OK) return st;
+  st = b->arch == HM_ARCH_GFX942 ? hm_w942_experts(b, d, rank) : build_experts(b, d, rank);
   if (st != HM_OK) return st;
 
   /* shared expert, MXFP8 row-major (§4.1): gate rows then up rows of this rank's shard */
   if ((st = mx8_slice(b, "ffn.shared_experts.w1", "sgu", rank * Sh, Sh, 0, D, 0, 2 * Sh)) != HM_OK) return st;
   if ((st = mx8_slice(b, "ffn.shared_experts.w3", "sgu", rank * Sh, Sh, 0, D, Sh, 2 * Sh)) != HM_OK) return st;
   return mx8_slice(b, "ffn.shared_experts.w2", "sw2", 0, D, rank * Sh, Sh, 0, D);
+}
+
+hm_status hm_wb_experts(builder *b, uint64_t Ir, uint32_t rank, hm_expert_put put, void *ctx) {
+  const uint64_t D = b->cfg->hidden, E = b->cfg->experts;
+  uint64_t tmp_bytes = Ir * (D / 2) > D * (Ir / 2) ? Ir * (D / 2) : D * (Ir / 2);
+  uint8_t *tw = malloc(tmp_bytes), *ts = malloc(Ir * (D / 32) > D * (Ir / 32) ? Ir * (D / 32) : D * (Ir / 32));
+  hm_status st = HM_OK;
+  if (!tw || !ts) st = hm_fail(HM_ERR_NO_MEMORY, "expert staging buffers");
+  for (uint32_t e = 0; e < E && st == HM_OK; e++) {
+    char n[64];
+    for (int up = 0; up < 2 && st == HM_OK; up++) {
+      snprintf(n, sizeof n, "ffn.experts.%u.%s.weight", e, up ? "w3" : "w1");
+      if ((st = hm_wb_read(b, n, rank * Ir, Ir, 0, D / 2, tw)) != HM_OK) break;
+      snprintf(n, sizeof n, "ffn.experts.%u.%s.scale", e, up ? "w3" : "w1");
+      if ((st = hm_wb_read(b, n, rank * Ir, Ir, 0, D / 32, ts)) != HM_OK) break;
+      put(ctx, e, up ? HM_EXPERT_UP : HM_EXPERT_GATE, tw, ts);
+    }
+    if (st != HM_OK) break;
+    snprintf(n, sizeof n, "ffn.experts.%u.w2.weight", e);
+    if ((st = hm_wb_read(b, n, 0, D, rank * Ir / 2, Ir / 2, tw)) != HM_OK) break;
+    snprintf(n, sizeof n, "ffn.experts.%u.w2.scale", e);
+    if ((st = hm_wb_read(b, n, 0, D, rank * Ir / 32, Ir / 32, ts)) != HM_OK) break;
+    put(ctx, e, HM_EXPERT_DOWN, tw, ts);
+  }
+  free(tw);
+  free(ts);
+  return st;
+}
+
+/* routed experts, MXFP4 in aiter's layouts (§4.2): this rank's intermediate columns
+ * [rank*Ir, rank*Ir + Ir), padded with zeros (codes 0) to I */
+struct experts950 {
+  uint64_t D, I, Ir, w2_cols;
+  uint8_t *w13, *w13s, *w2, *w2s;
+};
+
+static void put950(void *ctx, uint32_t e, int which, const uint8_t *tw, const uint8_t *ts) {
+  const struct experts950 *x = ctx;
+  const uint64_t D = x->D, I = x->I, Ir = x->Ir;
+  if (which != HM_EXPERT_DOWN) {
+    uint8_t *ew = x->w13 + e * (2 * I * D / 2), *es = x->w13s + e * (2 * I * (D / 32));
+    for (uint32_t i = 0; i < Ir; i++) {
+      uint32_t R = hm_w13_row(i, which == HM_EXPERT_UP);
+      /* a 32-value block is 16 contiguous bytes of one lane in the shuffle */
+      for (uint32_t k = 0; k < D; k += 32)
+        memcpy(ew + hm_fp4_shuffle_offset((uint32_t)D, R, k), tw + (uint64_t)i * (D / 2) + k / 2, 16);
+      for (uint32_t cb = 0; cb < D / 32; cb++)
+        es[hm_scale_shuffle_index(R, cb, (uint32_t)(D / 32))] = ts[i * (D / 32) + cb];
+    }
+    return;
+  }
+  uint8_t *fw = x->w2 + e * (D * I / 2), *fs = x->w2s + e * (D * x->w2_cols);
+  for (uint32_t r = 0; r < D; r++) {
+    for (uint32_t k = 0; k < Ir; k += 32)
+      memcpy(fw + hm_fp4_shuffle_offset((uint32_t)I, r, k), tw + (uint64_t)r * (Ir / 2) + k / 2, 16);
+    for (uint32_t cb = 0; cb < Ir / 32; cb++)
+      fs[hm_scale_shuffle_index(r, cb, (uint32_t)x->w2_cols)] = ts[r * (Ir / 32) + cb];
+  }
+}
+
+static hm_status build_experts(builder *b, const hm_rank_dims *d, uint32_t rank) {
+  const uint64_t D = b->cfg->hidden, E = b->cfg->experts, I = d->inter_pad;
+  struct experts950 x = {D, I, d->inter, d->w2_scale_cols, NULL, NULL, NULL, NULL};
+  x.w13 = hm_tset_new(b->set, "w13", HM_DT_FP4X2, E, 2 * I, D / 2, 0);
+  x.w13s = x.w13 ? hm_tset_new(b->set, "w13_s", HM_DT_E8M0, E, 2 * I * (D / 32), 0, 0) : NULL;
+  x.w2 = x.w13s ? hm_tset_new(b->set, "w2", HM_DT_FP4X2, E, D, I / 2, 0) : NULL;
+  x.w2s = x.w2 ? hm_tset_new(b->set, "w2_s", HM_DT_E8M0, E, D * x.w2_cols, 0, 0) : NULL;
+  if (!x.w2s) return HM_ERR_NO_MEMORY;
+  return hm_wb_experts(b, d->inter, rank, put950, &x);
 }
 
 static hm_status build_attn(builder *b, const hm_rank_dims *d, uint32_t rank, uint32_t positions) {
@@ -223,7 +244,7 @@ static hm_status build_attn(builder *b, const hm_rank_dims *d, uint32_t rank, ui
   if ((st = mx8_slice(b, "attn.wo_b", "wo_b", 0, D, rank * d->o_rows, d->o_rows, 0, D)) != HM_OK) return st;
   float *sink = hm_tset_new(b->set, "attn_sink", HM_DT_F32, d->heads, 0, 0, 0);
   if (!sink) return HM_ERR_NO_MEMORY;
-  if ((st = rd(b, "attn.attn_sink", 0, 1, rank * d->heads, d->heads, sink)) != HM_OK) return st;
+  if ((st = hm_wb_read(b, "attn.attn_sink", 0, 1, rank * d->heads, d->heads, sink)) != HM_OK) return st;
   float *cs = hm_tset_new(b->set, "cos_sin", HM_DT_F32, positions, HM_ROPE_DIM, 0, 0);
   if (!cs) return HM_ERR_NO_MEMORY;
   return hm_rope_table(c, positions, cs);
@@ -265,6 +286,11 @@ hm_status hm_weights_build(const hm_layer_config *cfg, uint32_t tp, uint32_t ran
   hm_status st = hm_rank_dims_for(cfg, tp, &d);
   if (st != HM_OK) return st;
   if (rank >= tp) return hm_fail(HM_ERR_INVALID_ARG, "rank %u of tp %u", rank, tp);
+  hm_arch arch = opts ? opts->arch : HM_ARCH_GFX950;
+  if (arch != HM_ARCH_GFX950 && arch != HM_ARCH_GFX942)
+    return hm_fail(HM_ERR_INVALID_ARG, "arch %d: HM_ARCH_GFX950 or HM_ARCH_GFX942", (int)arch);
+  if (arch == HM_ARCH_GFX942 && tp != 4)
+    return hm_fail(HM_ERR_INVALID_ARG, "tp %u: the gfx942 copies are TP4 only (spec/mono.md §5.1.3)", tp);
   uint32_t have = HM_WPART_FFN | HM_WPART_ATTN;
   if (hm_config_has(cfg, HM_ROLE_KV_SOURCE) || hm_config_has(cfg, HM_ROLE_INDEX_SOURCE)) have |= HM_WPART_SELECT;
   if (hm_config_has(cfg, HM_ROLE_ENGRAM)) have |= HM_WPART_ENGRAM;
@@ -282,11 +308,12 @@ hm_status hm_weights_build(const hm_layer_config *cfg, uint32_t tp, uint32_t ran
   memset(&w, 0, sizeof w);
   w.cfg = *cfg;
   w.dims = d;
+  w.arch = arch;
   w.rank = rank;
   w.parts = parts;
   w.rope_positions = (parts & HM_WPART_ATTN) ? positions : 0;
   hm_tset_init(&w.set);
-  builder b = {cfg, src, NULL, 0, "", &w.set};
+  builder b = {cfg, src, NULL, 0, "", &w.set, arch};
   hm_config_prefix(cfg, b.prefix, sizeof b.prefix);
   if ((st = hm_ckpt_schema(cfg, &b.schema, &b.count)) != HM_OK) return st;
   /* the source's gate holds all its experts; the layer reads the first cfg->experts */
@@ -382,6 +409,10 @@ static void fp4_row(const uint8_t *m, const uint8_t *sc, uint32_t K, uint32_t co
 }
 
 void hm_w13_decode(const hm_layer_weights *w, uint32_t e, bool up, uint32_t i0, uint32_t n, float *out) {
+  if (w->arch == HM_ARCH_GFX942) {
+    hm_w942_w13_decode(w, e, up, i0, n, out);
+    return;
+  }
   const hm_tensor *tw = hm_tset_find(&w->set, "w13"), *ts = hm_tset_find(&w->set, "w13_s");
   const uint32_t D = w->cfg.hidden, I = w->dims.inter_pad;
   const uint8_t *m = (const uint8_t *)tw->data + (uint64_t)e * (2ull * I * D / 2);
@@ -390,6 +421,10 @@ void hm_w13_decode(const hm_layer_weights *w, uint32_t e, bool up, uint32_t i0, 
 }
 
 void hm_w2_decode(const hm_layer_weights *w, uint32_t e, uint32_t r0, uint32_t n, float *out) {
+  if (w->arch == HM_ARCH_GFX942) {
+    hm_w942_w2_decode(w, e, r0, n, out);
+    return;
+  }
   const hm_tensor *tw = hm_tset_find(&w->set, "w2"), *ts = hm_tset_find(&w->set, "w2_s");
   const uint32_t D = w->cfg.hidden, I = w->dims.inter_pad, cols = w->dims.w2_scale_cols;
   const uint8_t *m = (const uint8_t *)tw->data + (uint64_t)e * ((uint64_t)D * I / 2);

@@ -18,10 +18,15 @@ hm_layer_config tl_config(const char *model, int32_t layer, uint32_t experts, ui
 }
 
 void tl_build_group(const hm_layer_config *cfg, uint32_t tp, uint64_t seed, uint32_t parts, hm_layer_weights *w) {
+  tl_build_group_arch(cfg, tp, seed, parts, HM_ARCH_GFX950, w);
+}
+
+void tl_build_group_arch(const hm_layer_config *cfg, uint32_t tp, uint64_t seed, uint32_t parts, hm_arch arch,
+                         hm_layer_weights *w) {
   hm_gen g;
   ck_assert_int_eq(hm_gen_init(&g, cfg, seed), HM_OK);
   hm_source src = hm_gen_source(&g);
-  hm_build_opts o = {.parts = parts, .rope_positions = 1024};
+  hm_build_opts o = {.parts = parts, .rope_positions = 1024, .arch = arch};
   for (uint32_t r = 0; r < tp; r++) {
     hm_status st = hm_weights_build(cfg, tp, r, &src, &o, &w[r]);
     ck_assert_msg(st == HM_OK, "build rank %u: %s", r, hm_errmsg());

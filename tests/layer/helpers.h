@@ -17,6 +17,9 @@
 hm_layer_config tl_config(const char *model, int32_t layer, uint32_t experts, uint32_t topk);
 /* every rank of tp from one seeded generator (parts: HM_WPART_*) */
 void tl_build_group(const hm_layer_config *cfg, uint32_t tp, uint64_t seed, uint32_t parts, hm_layer_weights *w);
+/* the same in the layouts of `arch` (gfx942: tp 4) */
+void tl_build_group_arch(const hm_layer_config *cfg, uint32_t tp, uint64_t seed, uint32_t parts, hm_arch arch,
+                         hm_layer_weights *w);
 void tl_free_group(hm_layer_weights *w, uint32_t tp);
 /* The seeded generator's tensors of cfg (all but Engram's table) as a checkpoint of `shards` files in
  * dir (model-0000k-of-0000n.safetensors, tensor i in shard i % shards), as a released one is laid out. */

@@ -465,6 +465,13 @@ START_TEST(create_refusals_tp2) {
   ck_assert_msg(strstr(hm_errmsg(), "w2_s") && !strchr(hm_errmsg(), '\n'), "%s", hm_errmsg());
   ck_assert_ptr_null(f);
   t->shape[1] += 8;
+  /* weights built as gfx942 copies (spec §4.4) are refused, not read as gfx950 layouts */
+  w[0].arch = HM_ARCH_GFX942;
+  st = hm_ffn_create(h, &w[0], &small_grid, &f);
+  ck_assert_int_eq(st, HM_ERR_INVALID_ARG);
+  ck_assert_msg(strstr(hm_errmsg(), "gfx942 copies") && !strchr(hm_errmsg(), '\n'), "%s", hm_errmsg());
+  ck_assert_ptr_null(f);
+  w[0].arch = HM_ARCH_GFX950;
   /* steps outside the launch's scope are refusals the caller falls back on */
   hm_ffn *r0 = hm_ffn_group_rank(g, 0);
   hm_ffn_io io = {.rows = 7};

@@ -314,7 +314,7 @@ START_TEST(reduced_experts_from_checkpoint) {
   ck_assert_int_eq(hm_ckpt_open(dir, &ck), HM_OK);
   hm_source cs = hm_ckpt_source(ck);
   hm_layer_weights a, b;
-  hm_build_opts fo = {HM_WPART_FFN | HM_WPART_ATTN, 64, 0}, ro = fo;
+  hm_build_opts fo = {.parts = HM_WPART_FFN | HM_WPART_ATTN, .rope_positions = 64}, ro = fo;
   ck_assert_int_eq(hm_weights_build(&red, 2, 1, &cs, &ro, &b), HM_ERR_FORMAT);
   ck_assert_msg(strstr(hm_errmsg(), "ffn.gate.weight") != NULL, "%s", hm_errmsg());
   ro.source_experts = 3;
