@@ -156,7 +156,9 @@ static void lag_rank(struct sim_config *cfg) {
     if (end == m) ms = 0;
   }
   if (end == e || *end || *e == '-' || g >= cfg->ngpus || ms < 1 || ms > 10000) {
-    fprintf(stderr, "hsa-mono sim: HSAMONO_SIM_LAG_RANK=%s is not g[:ms] (g a GPU agent below %u, ms 1..10000); no rank lags\n",
+    fprintf(stderr,
+            "hsa-mono sim: HSAMONO_SIM_LAG_RANK=%s is not g[:ms] (g a GPU agent below %u, ms 1..10000); no rank "
+            "lags\n",
             e, cfg->ngpus);
     return;
   }

@@ -23,7 +23,8 @@
  * while device- and system-scope loads and all atomics read memory itself. Under chaos, the
  * scheduling points land fewer pending stores, a releasing wave may stall before or after its
  * release, and one CTA a dispatch (the laggard) stalls for milliseconds before it publishes
- * (lagging producers: consumers run ahead). Every access through the dialect is
+ * (lagging producers: consumers run ahead). With HSAMONO_SIM_LAG_RANK one GPU agent reads its
+ * peers' all-reduce pushes only once they have run ahead (cta.c). Every access through the dialect is
  * also checked against the agent's allocations and access rights.
  * Without HSAMONO_SIM_WEAK the accesses go straight to memory (x86's ordering, which hides bugs). */
 #include <stdlib.h>
@@ -90,7 +91,9 @@ static bool check_access_alloc(struct sim_cta *c, const void *p, uint32_t bytes,
   if (alloc) *alloc = l;
   return l->owner != ag;
 }
-static bool check_access(struct sim_cta *c, const void *p, uint32_t bytes) { return check_access_alloc(c, p, bytes, NULL); }
+static bool check_access(struct sim_cta *c, const void *p, uint32_t bytes) {
+  return check_access_alloc(c, p, bytes, NULL);
+}
 
 /* ---------------------------------------------------------------- pending stores */
 

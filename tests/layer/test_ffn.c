@@ -420,7 +420,8 @@ static void lagging_rank_at(uint32_t tp, uint32_t lag, const char *chaos, const 
       for (uint32_t j = 0; j < LSTEPS; j++) rec_upload(&rec[r], j, &c[(j + n + 1) % LSETS], r);
     for (uint32_t r = 0; r < tp; r++) ck_assert_int_eq(hm_chain_replay(rec[r].c), HM_OK);
     for (uint32_t r = 0; r < tp; r++) {
-      ck_assert_msg(hm_chain_wait(rec[r].c, 600000000000ull) == HM_OK && hm_ffn_status(hm_ffn_group_rank(g, r)) == HM_OK,
+      hm_ffn *f = hm_ffn_group_rank(g, r);
+      ck_assert_msg(hm_chain_wait(rec[r].c, 600000000000ull) == HM_OK && hm_ffn_status(f) == HM_OK,
                     "TP %u, rank %u lagging, chaos %s: replay %u, rank %u: %s", tp, lag, chaos ? chaos : "off", n, r,
                     hm_errmsg());
       uint32_t t = rec_tag(g, r, &rec[r], S);
