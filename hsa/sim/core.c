@@ -141,28 +141,30 @@ static bool parse_hold(const char *e, struct sim_config *cfg) {
   return have_ids;
 }
 
-/* HSAMONO_SIM_LAG_RANK=g[:ms]: GPU agent g is the lagging rank (cta.c), ms its quiet window. A
- * malformed value is said on stderr (as the other variables') and nothing lags. */
+/* HSAMONO_SIM_LAG_RANK=g[:ms]: GPU agent g is the lagging rank (cta.c), ms its quiet window (1 to
+ * 10000, default 30); a bad value leaves no rank lagging. */
 static void lag_rank(struct sim_config *cfg) {
   cfg->lag_gpu = -1;
   cfg->lag_quiet_ms = 30;
   const char *e = getenv("HSAMONO_SIM_LAG_RANK");
   if (!e || !*e) return;
-  char *end;
-  unsigned long g = strtoul(e, &end, 10), ms = 30;
-  if (end != e && *end == ':') {
-    const char *m = end + 1;
-    ms = strtoul(m, &end, 10);
-    if (end == m) ms = 0;
+  char g[24], *colon;
+  unsigned long v, ms = 30;
+  bool ok = strlen(e) < sizeof g;
+  if (ok) {
+    strcpy(g, e);
+    if ((colon = strchr(g, ':'))) {
+      *colon = 0;
+      ok = whole_ulong(colon + 1, &ms) && ms >= 1 && ms <= 10000;
+    }
   }
-  if (end == e || *end || *e == '-' || g >= cfg->ngpus || ms < 1 || ms > 10000) {
-    fprintf(stderr,
-            "hsa-mono sim: HSAMONO_SIM_LAG_RANK=%s is not g[:ms] (g a GPU agent below %u, ms 1..10000); no rank "
-            "lags\n",
-            e, cfg->ngpus);
+  if (!ok || !whole_ulong(g, &v) || v >= cfg->ngpus) {
+    char want[96];
+    snprintf(want, sizeof want, "g[:ms] (g a GPU agent, 0..%u; ms 1..10000)", cfg->ngpus - 1);
+    env_bad("HSAMONO_SIM_LAG_RANK", e, want, "no lagging rank");
     return;
   }
-  cfg->lag_gpu = (int)g;
+  cfg->lag_gpu = (int)v;
   cfg->lag_quiet_ms = (unsigned)ms;
 }
 
