@@ -228,7 +228,8 @@ void sim_lag_hold(struct sim_cta *c) {
       c->lag_next_ns = now + 200000;
       uint64_t v = sim_gpus_progress(lag_peers());
       if (v != c->lag_seen) c->lag_seen = v, c->lag_quiet_ns = now;
-      if (now - c->lag_quiet_ns >= (uint64_t)sim.cfg.lag_quiet_ms * 1000000ull || now - c->lag_start_ns >= LAG_MAX_NS) {
+      uint64_t quiet_ns = (uint64_t)sim.cfg.lag_quiet_ms * 1000000ull;
+      if (now - c->lag_quiet_ns >= quiet_ns || now - c->lag_start_ns >= LAG_MAX_NS) {
         c->lag_holding = false;
         break;
       }

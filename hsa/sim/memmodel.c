@@ -24,8 +24,8 @@
  * scheduling points land fewer pending stores, a releasing wave may stall before or after its
  * release, and one CTA a dispatch (the laggard) stalls for milliseconds before it publishes
  * (lagging producers: consumers run ahead). With HSAMONO_SIM_LAG_RANK one GPU agent reads its
- * peers' all-reduce pushes only once they have run ahead (cta.c). Every access through the dialect is
- * also checked against the agent's allocations and access rights.
+ * peers' all-reduce pushes only once they have run ahead (cta.c). Every access through the
+ * dialect is also checked against the agent's allocations and access rights.
  * Without HSAMONO_SIM_WEAK the accesses go straight to memory (x86's ordering, which hides bugs). */
 #include <stdlib.h>
 #include <string.h>
