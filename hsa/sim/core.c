@@ -141,6 +141,33 @@ static bool parse_hold(const char *e, struct sim_config *cfg) {
   return have_ids;
 }
 
+/* HSAMONO_SIM_LAG_RANK=g[:ms]: GPU agent g is the lagging rank (cta.c), ms its quiet window (1 to
+ * 10000, default 30); a bad value leaves no rank lagging. */
+static void lag_rank(struct sim_config *cfg) {
+  cfg->lag_gpu = -1;
+  cfg->lag_quiet_ms = 30;
+  const char *e = getenv("HSAMONO_SIM_LAG_RANK");
+  if (!e || !*e) return;
+  char g[24], *colon;
+  unsigned long v, ms = 30;
+  bool ok = strlen(e) < sizeof g;
+  if (ok) {
+    strcpy(g, e);
+    if ((colon = strchr(g, ':'))) {
+      *colon = 0;
+      ok = whole_ulong(colon + 1, &ms) && ms >= 1 && ms <= 10000;
+    }
+  }
+  if (!ok || !whole_ulong(g, &v) || v >= cfg->ngpus) {
+    char want[96];
+    snprintf(want, sizeof want, "g[:ms] (g a GPU agent, 0..%u; ms 1..10000)", cfg->ngpus - 1);
+    env_bad("HSAMONO_SIM_LAG_RANK", e, want, "no lagging rank");
+    return;
+  }
+  cfg->lag_gpu = (int)v;
+  cfg->lag_quiet_ms = (unsigned)ms;
+}
+
 void sim_config_load(struct sim_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
   const char *arch = getenv("HSAMONO_SIM_ARCH");
@@ -159,6 +186,7 @@ void sim_config_load(struct sim_config *cfg) {
   if (weak && *weak && strcmp(weak, "0") && strcmp(weak, "1")) env_bad("HSAMONO_SIM_WEAK", weak, "0 or 1", "off");
   cfg->chaos = chaos_seed(&cfg->chaos_seed);
   cfg->laggard_every = (unsigned)env_uint("HSAMONO_SIM_LAGGARD", 4, 1, 1000000);
+  lag_rank(cfg);
   cfg->stack_bytes = (size_t)env_uint("HSAMONO_SIM_STACK_KB", 64, 16, 8192) * 1024;
   const char *hold = getenv("HSAMONO_SIM_HOLD_CTAS");
   if (hold && *hold && !parse_hold(hold, cfg)) {
@@ -225,10 +253,12 @@ static void build_topology(void) {
   }
   char numa[32];
   snprintf(numa, sizeof numa, ", %u NUMA nodes", cfg->nnodes);
+  char lag[48];
+  snprintf(lag, sizeof lag, ", GPU %d lagging", cfg->lag_gpu);
   snprintf(sim.describe, sizeof sim.describe,
-           "software HSA agent: %u x %s, %u CUs each%s%s%s%s; timings are not GPU timings", cfg->ngpus, cfg->arch,
+           "software HSA agent: %u x %s, %u CUs each%s%s%s%s%s; timings are not GPU timings", cfg->ngpus, cfg->arch,
            cfg->cus, cfg->nnodes > 1 ? numa : "", cfg->weak ? ", weak visibility" : "", cfg->chaos ? ", chaos" : "",
-           cfg->nhold ? ", CTAs held back (HSAMONO_SIM_HOLD_CTAS)" : "");
+           cfg->nhold ? ", CTAs held back (HSAMONO_SIM_HOLD_CTAS)" : "", cfg->lag_gpu >= 0 ? lag : "");
 }
 
 SIM_API const char *hm_sim_describe(void) { return sim.describe; }

@@ -187,6 +187,58 @@ void sim_chaos_laggard_drain(void) {
   }
 }
 
+/* ---------------------------------------------------------------- the lagging rank */
+
+/* HSAMONO_SIM_LAG_RANK=g: GPU agent g is a rank that runs a whole step behind its peers where the
+ * protocol lets it. A CTA of g that has pushed to peers (system-scope stores into another GPU's
+ * memory: the all-reduce's tagged pairs) and then reads system-scope memory (its inbox) first holds
+ * until its peers have made no progress for the quiet window (each is done, idle or waiting on a
+ * later push of g's), at most LAG_MAX_NS. Its pushes land meanwhile, so the peers finish the step
+ * and run the next one as far as they can: their next pushes reach g's inbox while g has yet to
+ * read this step's, and a half reused too early, a tag that does not alternate or a region shared
+ * by two all-reduces hands g a value of the wrong step or stage. The held work-items yield as
+ * pollers, so the CTA's others still push. */
+#define LAG_MAX_NS 3000000000ull
+
+void sim_lag_pushed(struct sim_cta *c) {
+  if ((int)c->d->k->agent->gpu_index != sim.cfg.lag_gpu || c->lag_holding) return;
+  c->lag_armed = true;
+}
+
+/* Its peers: every other GPU agent of the process (an IPC mapping does not say whose memory it
+ * is; agents outside the group run nothing, so they are quiet). */
+static uint32_t lag_peers(void) { return ((1u << sim.cfg.ngpus) - 1u) & ~(1u << sim.cfg.lag_gpu); }
+
+void sim_lag_hold(struct sim_cta *c) {
+  if (!c->lag_holding) {
+    uint64_t now = sim_now_ns();
+    c->lag_armed = false;
+    c->lag_holding = true;
+    c->lag_start_ns = c->lag_quiet_ns = now;
+    c->lag_next_ns = now;
+    c->lag_seen = sim_gpus_progress(lag_peers());
+    if (c->holding_next) { /* chaos start order: the CTAs after it need not wait for its hold */
+      c->holding_next = false;
+      atomic_fetch_add(&c->d->begun, 1);
+    }
+  }
+  while (c->lag_holding) {
+    uint64_t now = sim_now_ns();
+    if (now >= c->lag_next_ns) {
+      c->lag_next_ns = now + 200000;
+      uint64_t v = sim_gpus_progress(lag_peers());
+      if (v != c->lag_seen) c->lag_seen = v, c->lag_quiet_ns = now;
+      uint64_t quiet_ns = (uint64_t)sim.cfg.lag_quiet_ms * 1000000ull;
+      if (now - c->lag_quiet_ns >= quiet_ns || now - c->lag_start_ns >= LAG_MAX_NS) {
+        c->lag_holding = false;
+        break;
+      }
+    }
+    sim_lane_yield(LANE_POLLING);
+    sim_check_abort();
+  }
+}
+
 /* ---------------------------------------------------------------- barrier and waves */
 
 static void progressed(struct sim_cta *c) {
@@ -485,6 +537,7 @@ void sim_cta_run(struct sim_cta *c) {
    * consumer placed first really reads before its producer runs. */
   c->holding_next = sim.cfg.chaos;
   c->turns = 0;
+  c->lag_armed = c->lag_holding = false;
   if (sim.cfg.chaos)
     while (atomic_load(&d->begun) < c->pos && !atomic_load(&d->abort)) nap_us(20);
   uint32_t backoff = 0;

@@ -325,6 +325,17 @@ static void cta_finished(struct sim_cta *c) {
   if (last && !gone) dispatch_end(d);
 }
 
+/* A number that changes whenever a dispatch of the GPU agents in the mask `gpus` makes progress,
+ * starts or ends (the lagging rank's quiet test, cta.c). */
+uint64_t sim_gpus_progress(uint32_t gpus) {
+  uint64_t v = 0;
+  pthread_mutex_lock(&active_lock);
+  for (struct sim_dispatch *d = sim.active; d; d = d->next_active)
+    if (gpus >> d->k->agent->gpu_index & 1) v += atomic_load(&d->progress) + (d->seq << 32);
+  pthread_mutex_unlock(&active_lock);
+  return v;
+}
+
 /* The order CTAs of the seq-th dispatch since hsa_init start in under chaos seed `seed`: a
  * permutation that depends on nothing else, so a failing seed fails again. Exported so tests can
  * tell which CTA a seed starts first. */

@@ -23,8 +23,9 @@
  * while device- and system-scope loads and all atomics read memory itself. Under chaos, the
  * scheduling points land fewer pending stores, a releasing wave may stall before or after its
  * release, and one CTA a dispatch (the laggard) stalls for milliseconds before it publishes
- * (lagging producers: consumers run ahead). Every access through the dialect is
- * also checked against the agent's allocations and access rights.
+ * (lagging producers: consumers run ahead). With HSAMONO_SIM_LAG_RANK one GPU agent reads its
+ * peers' all-reduce pushes only once they have run ahead (cta.c). Every access through the
+ * dialect is also checked against the agent's allocations and access rights.
  * Without HSAMONO_SIM_WEAK the accesses go straight to memory (x86's ordering, which hides bugs). */
 #include <stdlib.h>
 #include <string.h>
@@ -66,8 +67,9 @@ void sim_mem_reset(struct sim_memview *m) {
 /* ---------------------------------------------------------------- access checks */
 
 /* The allocation holding [p, p + bytes), checked for this agent's access; returns whether the
- * memory is another agent's (or the host's), i.e. needs system scope to be published. */
-static bool check_access(struct sim_cta *c, const void *p, uint32_t bytes) {
+ * memory is another agent's (or the host's), i.e. needs system scope to be published, and points
+ * *alloc at the allocation when asked. */
+static bool check_access_alloc(struct sim_cta *c, const void *p, uint32_t bytes, const struct sim_alloc **alloc) {
   uintptr_t a = (uintptr_t)p;
   struct sim_memview *m = &c->mem;
   struct sim_alloc *l = NULL;
@@ -86,7 +88,11 @@ static bool check_access(struct sim_cta *c, const void *p, uint32_t bytes) {
     sim_trap("agent %u accessed %p, memory it was not given access to (hsa_amd_agents_allow_access)", ag->gpu_index, p);
   if (a + bytes > l->base + l->size) sim_trap("access of %u bytes at %p runs past the end of its allocation", bytes, p);
   if (a & 3) sim_trap("unaligned access at %p", p);
+  if (alloc) *alloc = l;
   return l->owner != ag;
+}
+static bool check_access(struct sim_cta *c, const void *p, uint32_t bytes) {
+  return check_access_alloc(c, p, bytes, NULL);
 }
 
 /* ---------------------------------------------------------------- pending stores */
@@ -314,6 +320,7 @@ static void invalidate(struct sim_memview *m) {
 
 void sim_mem_load(struct sim_cta *c, const void *p, void *out, uint32_t bytes, enum dev_cache_policy cp) {
   check_access(c, p, bytes);
+  if (c->lag_armed && cp == DEV_HOST_CP_SYS) sim_lag_hold(c); /* the lagging rank reads its peers' pushes late */
   bool pair = bytes == 8 && ((uintptr_t)p & 7) == 0; /* single-copy atomic on the GPU */
   if (!sim.cfg.weak) {
     if (pair) {
@@ -346,7 +353,11 @@ void sim_mem_load(struct sim_cta *c, const void *p, void *out, uint32_t bytes, e
 }
 
 void sim_mem_store(struct sim_cta *c, void *p, const void *in, uint32_t bytes, enum dev_cache_policy cp) {
-  bool remote = check_access(c, p, bytes);
+  const struct sim_alloc *al;
+  bool remote = check_access_alloc(c, p, bytes, &al);
+  /* a push to a peer: system scope into another GPU's memory, its own or attached through IPC */
+  if (sim.cfg.lag_gpu >= 0 && remote && cp == DEV_HOST_CP_SYS && (al->attached || (al->owner && al->owner->gpu)))
+    sim_lag_pushed(c);
   bool pair = bytes == 8 && ((uintptr_t)p & 7) == 0; /* single-copy atomic on the GPU */
   if (!sim.cfg.weak) {
     if (pair) {

@@ -46,6 +46,8 @@ struct sim_config {
   bool chaos;              /* HSAMONO_SIM_CHAOS=<seed> set */
   uint64_t chaos_seed;
   unsigned laggard_every;  /* HSAMONO_SIM_LAGGARD=N: under chaos, one dispatch in N has a laggard CTA (default 4) */
+  int lag_gpu;             /* HSAMONO_SIM_LAG_RANK=g[:ms]: GPU agent g reads its peers' pushes late (cta.c); -1 none */
+  unsigned lag_quiet_ms;   /* ... until its peers have made no progress for this long (default 30) */
   size_t stack_bytes;      /* HSAMONO_SIM_STACK_KB, default 64: one work-item's fiber stack */
   /* HSAMONO_SIM_HOLD_CTAS=[kernel:]ids[:late]: CTAs of one dispatch held back, so tests can make
    * part of a persistent grid never start (or start after the rest have ended), as a GPU whose
@@ -279,6 +281,10 @@ struct sim_cta {
   uint32_t poll_rounds_idle;  /* consecutive scheduling rounds with only polling lanes */
   uint32_t turns;             /* lane turns since the CTA began (chaos start order) */
   bool holding_next;          /* chaos: the next CTA in the start order waits for this one */
+  /* the lagging rank (HSAMONO_SIM_LAG_RANK, cta.c) */
+  bool lag_armed;             /* pushed since its last hold: its next system-scope load holds */
+  bool lag_holding;
+  uint64_t lag_start_ns, lag_quiet_ns, lag_next_ns, lag_seen;
   bool progressed;
   bool aborted;
   char trap[512];
@@ -402,6 +408,9 @@ uint64_t sim_rng(uint64_t *state);
 void sim_chaos_point(void);
 void sim_chaos_lag(void);
 void sim_chaos_laggard_drain(void);
+void sim_lag_pushed(struct sim_cta *c);
+void sim_lag_hold(struct sim_cta *c);
+uint64_t sim_gpus_progress(uint32_t gpus);
 extern const struct dev_host_ops sim_dev_ops;
 
 #endif /* HM_SIM_H */

@@ -152,6 +152,48 @@ START_TEST(chain_replays) {
 }
 END_TEST
 
+/* ---------------------------------------------------------------- a rank a step behind */
+
+/* One rank lags (HSAMONO_SIM_LAG_RANK, hsa/sim/cta.c): having pushed a step, it reads its inbox
+ * only once its peers have run as far as they can, so their pushes of the next step (the other
+ * half of every inbox, the next tag) land while it has yet to read this one's. Twelve steps
+ * enqueued back to back, rows and inputs changing every step, at TP 2, 3 and 4 with another rank
+ * lagging and another chaos seed each time; every output is the CPU's rank-order sum. A half
+ * reused a step early hands the lagging rank a pair with the next step's tag: it waits out its
+ * 3 s bound and the step fails. */
+START_TEST(lagging_rank_steps) {
+  /* the allreduce-chaos suite's seed where it runs, for the run without one of its own */
+  char seed[32] = "";
+  const char *suite = getenv("HSAMONO_SIM_CHAOS");
+  if (suite) snprintf(seed, sizeof seed, "%s", suite);
+  static const uint32_t rows[] = {1, 3, 2};
+  static const struct {
+    unsigned tp, lag;
+    const char *chaos;
+  } runs_of[] = {{2, 1, "5"}, {2, 0, "17"}, {3, 0, NULL}, {4, 2, "29"}};
+  for (size_t i = 0; i < sizeof runs_of / sizeof *runs_of; i++) {
+    char lag[16];
+    snprintf(lag, sizeof lag, "%u", runs_of[i].lag);
+    setenv("HSAMONO_SIM_LAG_RANK", lag, 1);
+    const char *chaos = runs_of[i].chaos ? runs_of[i].chaos : seed[0] ? seed : NULL;
+    if (chaos) setenv("HSAMONO_SIM_CHAOS", chaos, 1);
+    else unsetenv("HSAMONO_SIM_CHAOS");
+    hm_runtime *rt = open_rt();
+    struct t_rank proto = {.width = 640, .max_rows = 3, .rows = rows, .nrows = 3, .steps = 12,
+                           .timeout_ns = 3000000000ull};
+    struct t_rank runs[HM_MAX_TP];
+    unsigned failed = t_run_threads(rt, runs_of[i].tp, &proto, runs);
+    for (unsigned r = 0; r < runs_of[i].tp; r++)
+      ck_assert_msg(runs[r].st == HM_OK, "TP %u, rank %u lagging, chaos %s: %s", runs_of[i].tp, runs_of[i].lag,
+                    chaos ? chaos : "off", runs[r].err);
+    ck_assert_uint_eq(failed, 0);
+    hm_runtime_close(rt);
+  }
+  unsetenv("HSAMONO_SIM_LAG_RANK");
+  unsetenv("HSAMONO_SIM_CHAOS");
+}
+END_TEST
+
 /* ---------------------------------------------------------------- the order of the sum */
 
 /* The all-reduce's sum (spec/mono.md §2.3 reduce and §3.7: "f32 sum in rank order 0..tp-1, then
@@ -544,6 +586,7 @@ Suite *hm_test_suite(void) {
   } cases[] = {
       {"sizes", {tp2_sizes, tp4_sizes, tp8_sizes}},
       {"steps", {ten_thousand_steps, chain_replays}},
+      {"lagging_rank", {lagging_rank_steps}},
       {"order", {rank_order_tp2, rank_order_tp4}},
       {"failures", {stalled_peer, abort_propagates, arguments, kernel_refuses_bad_arguments}},
       {"processes", {processes_tp2, processes_tp4, processes_tp8, killed_rank}},

@@ -229,50 +229,108 @@ END_TEST
  * a whole layer (K2 runs these stages). */
 enum { SETS = 4 };
 
-/* One rank's recorded step on buffers of its own. */
+/* One rank's recorded steps (a chain of `n` launches on its queue), each on buffers of its own. */
+enum { REC_MAX = 3 };
 typedef struct rec_rank {
   hm_queue *q;
   hm_chain *c;
-  hm_ffn_io io;
+  uint32_t n;
+  hm_ffn_io io[REC_MAX];
   tl_stage st;
-  void *dev[10];
+  void *dev[REC_MAX][10];
 } rec_rank;
 
-static void rec_create(hm_runtime *rt, hm_ffn *f, hm_agent *a, uint32_t S, uint32_t D, rec_rank *k) {
+static void rec_create(hm_runtime *rt, hm_ffn *f, hm_agent *a, uint32_t S, uint32_t D, uint32_t n, rec_rank *k) {
   memset(k, 0, sizeof *k);
+  ck_assert_uint_le(n, REC_MAX);
+  k->n = n;
   const size_t bytes[10] = {(size_t)S * D * 2, (size_t)S * 4 * D * 2, S * 16u, S * 64u, S * 16u,
                             (size_t)S * D * 2, (size_t)S * 4 * D * 2, S * 16u, S * 64u, S * 16u};
-  for (int i = 0; i < 10; i++) k->dev[i] = tl_dev_alloc(a, bytes[i]);
-  k->io = (hm_ffn_io){.rows = S, .part = k->dev[0], .res_in = k->dev[1], .post_in = k->dev[2], .comb_in = k->dev[3],
-                      .pre_in = k->dev[4], .out = k->dev[5], .res_out = k->dev[6], .post_out = k->dev[7],
-                      .comb_out = k->dev[8], .pre_out = k->dev[9]};
   tl_stage_init(&k->st, rt, a, (size_t)S * 4 * D * 4);
   ck_assert_int_eq(hm_queue_create(a, 64, &k->q), HM_OK);
   ck_assert_int_eq(hm_chain_create(k->q, &k->c), HM_OK);
-  ck_assert_msg(hm_ffn_record(f, k->c, &k->io) == HM_OK, "record: %s", hm_errmsg());
+  for (uint32_t j = 0; j < n; j++) {
+    void **b = k->dev[j];
+    for (int i = 0; i < 10; i++) b[i] = tl_dev_alloc(a, bytes[i]);
+    k->io[j] = (hm_ffn_io){.rows = S, .part = b[0], .res_in = b[1], .post_in = b[2], .comb_in = b[3], .pre_in = b[4],
+                           .out = b[5], .res_out = b[6], .post_out = b[7], .comb_out = b[8], .pre_out = b[9]};
+    ck_assert_msg(hm_ffn_record(f, k->c, &k->io[j]) == HM_OK, "record: %s", hm_errmsg());
+  }
 }
 
 static void rec_destroy(hm_runtime *rt, rec_rank *k) {
   hm_chain_destroy(k->c);
   hm_queue_destroy(k->q);
   tl_stage_free(&k->st);
-  for (int i = 0; i < 10; i++) hm_mem_free(rt, k->dev[i]);
+  for (uint32_t j = 0; j < k->n; j++)
+    for (int i = 0; i < 10; i++) hm_mem_free(rt, k->dev[j][i]);
 }
 
-/* set c's inputs of rank r into its buffers */
-static void rec_upload(rec_rank *k, const ffn_case *c, uint32_t r) {
+/* set c's inputs of rank r into the buffers of recorded step j */
+static void rec_upload(rec_rank *k, uint32_t j, const ffn_case *c, uint32_t r) {
   const uint64_t S = c->S, D = c->cfg.hidden;
-  tl_put_bf16(&k->st, (void *)k->io.part, c->in.parts[r], S * D);
-  tl_put_bf16(&k->st, (void *)k->io.res_in, c->in.res, S * 4 * D);
-  tl_put(&k->st, (void *)k->io.post_in, c->in.post, S * 16);
-  tl_put(&k->st, (void *)k->io.comb_in, c->in.comb, S * 64);
-  tl_put(&k->st, (void *)k->io.pre_in, c->in.pre, S * 16);
+  const hm_ffn_io *io = &k->io[j];
+  tl_put_bf16(&k->st, (void *)io->part, c->in.parts[r], S * D);
+  tl_put_bf16(&k->st, (void *)io->res_in, c->in.res, S * 4 * D);
+  tl_put(&k->st, (void *)io->post_in, c->in.post, S * 16);
+  tl_put(&k->st, (void *)io->comb_in, c->in.comb, S * 64);
+  tl_put(&k->st, (void *)io->pre_in, c->in.pre, S * 16);
+}
+
+/* recorded step j's outputs into o */
+static void rec_download(rec_rank *k, uint32_t j, uint32_t S, uint32_t D, hm_ffn_outputs *o) {
+  const hm_ffn_io *io = &k->io[j];
+  tl_get_bf16(&k->st, o->x, io->out, (uint64_t)S * D);
+  tl_get_bf16(&k->st, o->res, io->res_out, (uint64_t)S * 4 * D);
+  tl_get(&k->st, o->post, io->post_out, S * 16);
+  tl_get(&k->st, o->comb, io->comb_out, S * 64);
+  tl_get(&k->st, o->pre, io->pre_out, S * 16);
+}
+
+/* the tag of rank r's last launch (its mailbox flags carry 2e + 2) */
+static uint32_t rec_tag(hm_ffn_group *g, uint32_t r, rec_rank *k, uint32_t S) {
+  struct hm_ffn_scratch_layout L;
+  const uint8_t *scr = hm_ffn_scratch(hm_ffn_group_rank(g, r), S, &L);
+  ck_assert_ptr_nonnull(scr);
+  return tl_get_u32(&k->st, scr + L.xrdy);
 }
 
 static bool same_outputs(const hm_ffn_outputs *a, const hm_ffn_outputs *b, uint32_t S, uint32_t D) {
   return !memcmp(a->x, b->x, (size_t)S * D * 4) && !memcmp(a->res, b->res, (size_t)S * 4 * D * 4) &&
          !memcmp(a->post, b->post, (size_t)S * 16) && !memcmp(a->comb, b->comb, (size_t)S * 64) &&
          !memcmp(a->pre, b->pre, (size_t)S * 16);
+}
+
+/* Input sets 0..n-1 (seeds seed + k), each run once as a step of the group and checked against the
+ * reference there; want[k] gets its outputs, the set's expected bits from then on. */
+static void sets_make(hm_runtime *rt, hm_ffn_group *g, const hm_layer_weights *w, uint32_t tp, uint32_t S,
+                      uint64_t seed, uint32_t n, ffn_case *c, outs *want) {
+  const uint32_t D = w[0].cfg.hidden;
+  for (uint32_t k = 0; k < n; k++) {
+    case_make(&c[k], w, tp, S, seed + k);
+    hm_ffn_inputs in = case_inputs(&c[k]);
+    outs_alloc(&want[k], tp, S, D);
+    ck_assert_msg(hm_ffn_group_step(g, &in, 1, want[k].o, NULL) == HM_OK, "%s", hm_errmsg());
+    expect_ranks_identical(&want[k], tp, S, D);
+    expect_seam_exact(&c[k], &want[k].o[0]);
+    expect_stages(rt, g, &c[k]);
+    expect_moe_close(&c[k], want[k].o[0].x);
+    for (uint32_t j = 0; j < k; j++)
+      ck_assert_msg(!same_outputs(&want[j].o[0], &want[k].o[0], S, D), "sets %u and %u give the same outputs", j, k);
+  }
+}
+
+/* Rank r's outputs q of step j of replay n, which ran set k, are set k's bits (and if another set's,
+ * the message says whose: a value of another step handed on). */
+static void expect_set(const hm_ffn_outputs *q, const outs *want, uint32_t sets, uint32_t k, uint32_t r, uint32_t S,
+                       uint32_t D, uint32_t n, uint32_t j) {
+  if (same_outputs(q, &want[k].o[r], S, D)) return;
+  int other = -1;
+  for (uint32_t i = 0; i < sets; i++)
+    if (i != k && same_outputs(q, &want[i].o[r], S, D)) other = (int)i;
+  if (other >= 0)
+    ck_abort_msg("replay %u step %u (set %u), rank %u: the outputs are set %d's, not this set's", n, j, k, r, other);
+  ck_abort_msg("replay %u step %u (set %u), rank %u: the outputs differ from every set's", n, j, k, r);
 }
 
 START_TEST(replays_bit_identical) {
@@ -283,32 +341,17 @@ START_TEST(replays_bit_identical) {
   tl_build_group(&cfg, TP, 5000, HM_WPART_FFN, w);
   hm_ffn_group *g;
   ck_assert_msg(hm_ffn_group_create(rt, w, TP, &small_grid, &g) == HM_OK, "%s", hm_errmsg());
-  /* each set once as a step, against the reference; its outputs are the set's bits */
   ffn_case c[SETS];
   outs want[SETS], o;
-  for (uint32_t k = 0; k < SETS; k++) {
-    case_make(&c[k], w, TP, S, 5000 + k);
-    hm_ffn_inputs in = case_inputs(&c[k]);
-    outs_alloc(&want[k], TP, S, D);
-    ck_assert_msg(hm_ffn_group_step(g, &in, 1, want[k].o, NULL) == HM_OK, "%s", hm_errmsg());
-    expect_ranks_identical(&want[k], TP, S, D);
-    expect_seam_exact(&c[k], &want[k].o[0]);
-    expect_stages(rt, g, &c[k]);
-    expect_moe_close(&c[k], want[k].o[0].x);
-    for (uint32_t j = 0; j < k; j++)
-      ck_assert_msg(!same_outputs(&want[j].o[0], &want[k].o[0], S, D), "sets %u and %u give the same outputs", j, k);
-  }
+  sets_make(rt, g, w, TP, S, 5000, SETS, c, want);
   outs_alloc(&o, TP, S, D);
   /* the tag of a rank's last launch (its mailbox flags carry 2e + 2): the epoch buffer starts at 0
    * and each of the SETS steps advanced it by one */
   rec_rank rec[2];
   uint32_t tag[2];
   for (uint32_t r = 0; r < TP; r++) {
-    hm_ffn *f = hm_ffn_group_rank(g, r);
-    struct hm_ffn_scratch_layout L;
-    const uint8_t *scr = hm_ffn_scratch(f, S, &L);
-    rec_create(rt, f, hm_agent_get(rt, r), S, D, &rec[r]);
-    tag[r] = tl_get_u32(&rec[r].st, scr + L.xrdy);
+    rec_create(rt, hm_ffn_group_rank(g, r), hm_agent_get(rt, r), S, D, 1, &rec[r]);
+    tag[r] = rec_tag(g, r, &rec[r], S);
     ck_assert_msg(tag[r] == 2 * (SETS - 1) + 2, "rank %u: tag %u after %u steps from epoch 0", r, tag[r], SETS);
   }
   const char *chaos = getenv("HSAMONO_SIM_CHAOS");
@@ -317,33 +360,20 @@ START_TEST(replays_bit_identical) {
   tl_replay_order(SETS, SETS - 1, 5099, replays, order);
   for (uint32_t n = 0; n < replays; n++) {
     const uint32_t k = order[n];
-    for (uint32_t r = 0; r < TP; r++) rec_upload(&rec[r], &c[k], r);
+    for (uint32_t r = 0; r < TP; r++) rec_upload(&rec[r], 0, &c[k], r);
     /* every rank's chain in flight at once: the launches all-reduce with each other */
     for (uint32_t r = 0; r < TP; r++) ck_assert_int_eq(hm_chain_replay(rec[r].c), HM_OK);
     for (uint32_t r = 0; r < TP; r++) {
       hm_ffn *f = hm_ffn_group_rank(g, r);
       ck_assert_msg(hm_chain_wait(rec[r].c, 600000000000ull) == HM_OK && hm_ffn_status(f) == HM_OK,
                     "replay %u, rank %u: %s", n, r, hm_errmsg());
-      struct hm_ffn_scratch_layout L;
-      const uint8_t *scr = hm_ffn_scratch(f, S, &L);
-      uint32_t t = tl_get_u32(&rec[r].st, scr + L.xrdy);
+      uint32_t t = rec_tag(g, r, &rec[r], S);
       ck_assert_msg(t == tag[r] + 2, "replay %u, rank %u: tag %u after %u: the epoch did not advance by one", n, r, t,
                     tag[r]);
       tag[r] = t;
       hm_ffn_outputs *q = &o.o[r];
-      tl_get_bf16(&rec[r].st, q->x, rec[r].io.out, (uint64_t)S * D);
-      tl_get_bf16(&rec[r].st, q->res, rec[r].io.res_out, (uint64_t)S * 4 * D);
-      tl_get(&rec[r].st, q->post, rec[r].io.post_out, S * 16);
-      tl_get(&rec[r].st, q->comb, rec[r].io.comb_out, S * 64);
-      tl_get(&rec[r].st, q->pre, rec[r].io.pre_out, S * 16);
-      if (!same_outputs(q, &want[k].o[r], S, D)) {
-        int other = -1;
-        for (uint32_t j = 0; j < SETS; j++)
-          if (j != k && same_outputs(q, &want[j].o[r], S, D)) other = (int)j;
-        if (other >= 0)
-          ck_abort_msg("replay %u (set %u), rank %u: the outputs are set %d's, not this set's", n, k, r, other);
-        ck_abort_msg("replay %u (set %u), rank %u: the outputs differ from every set's", n, k, r);
-      }
+      rec_download(&rec[r], 0, S, D, q);
+      expect_set(q, want, SETS, k, r, S, D, n, 0);
     }
   }
   for (uint32_t r = 0; r < TP; r++) rec_destroy(rt, &rec[r]);
@@ -352,6 +382,80 @@ START_TEST(replays_bit_identical) {
   hm_ffn_group_destroy(g);
   tl_free_group(w, TP);
   hm_runtime_close(rt);
+}
+END_TEST
+
+/* The FFN launch with one rank a step behind (HSAMONO_SIM_LAG_RANK, hsa/sim/cta.c): having pushed,
+ * the lagging rank reads its inbox only once its peers have run as far as they can. Each rank
+ * records three launches into one chain, each on its own buffers, so its queue runs them back to
+ * back: within a step the peers push their MoE output while the lagging rank has yet to read their
+ * attention output, and across steps they push the next step's wo_b parts while it has yet to read
+ * this step's MoE output. The three input sets rotate over the steps from replay to replay (a step
+ * never has its own last inputs, nor the step before's), every step's outputs must be its set's
+ * bits on every rank, and each replay advances every rank's tag by three epochs. TP 2 (rank 1
+ * lagging, a chaos seed) and TP 4 (rank 2 lagging, no chaos; in ffn-chaos both take its seed). */
+static void lagging_rank_at(uint32_t tp, uint32_t lag, const char *chaos, const hm_layer_weights *w, uint64_t seed) {
+  enum { LSETS = 3, LSTEPS = 3, LREPLAYS = 2 };
+  const uint32_t S = 2, D = w[0].cfg.hidden;
+  char v[16];
+  snprintf(v, sizeof v, "%u", lag);
+  setenv("HSAMONO_SIM_LAG_RANK", v, 1);
+  if (chaos) setenv("HSAMONO_SIM_CHAOS", chaos, 1);
+  else unsetenv("HSAMONO_SIM_CHAOS");
+  hm_runtime *rt = tl_open_sim();
+  hm_ffn_group *g;
+  ck_assert_msg(hm_ffn_group_create(rt, w, tp, &small_grid, &g) == HM_OK, "%s", hm_errmsg());
+  ffn_case c[LSETS];
+  outs want[LSETS], o;
+  sets_make(rt, g, w, tp, S, seed, LSETS, c, want);
+  outs_alloc(&o, tp, S, D);
+  rec_rank rec[4];
+  uint32_t tag[4];
+  for (uint32_t r = 0; r < tp; r++) {
+    rec_create(rt, hm_ffn_group_rank(g, r), hm_agent_get(rt, r), S, D, LSTEPS, &rec[r]);
+    tag[r] = rec_tag(g, r, &rec[r], S);
+  }
+  for (uint32_t n = 0; n < LREPLAYS; n++) {
+    for (uint32_t r = 0; r < tp; r++)
+      for (uint32_t j = 0; j < LSTEPS; j++) rec_upload(&rec[r], j, &c[(j + n + 1) % LSETS], r);
+    for (uint32_t r = 0; r < tp; r++) ck_assert_int_eq(hm_chain_replay(rec[r].c), HM_OK);
+    for (uint32_t r = 0; r < tp; r++) {
+      hm_ffn *f = hm_ffn_group_rank(g, r);
+      ck_assert_msg(hm_chain_wait(rec[r].c, 600000000000ull) == HM_OK && hm_ffn_status(f) == HM_OK,
+                    "TP %u, rank %u lagging, chaos %s: replay %u, rank %u: %s", tp, lag, chaos ? chaos : "off", n, r,
+                    hm_errmsg());
+      uint32_t t = rec_tag(g, r, &rec[r], S);
+      ck_assert_msg(t == tag[r] + 2 * LSTEPS, "replay %u, rank %u: tag %u after %u: not %u epochs on", n, r, t, tag[r],
+                    LSTEPS);
+      tag[r] = t;
+      for (uint32_t j = 0; j < LSTEPS; j++) {
+        rec_download(&rec[r], j, S, D, &o.o[r]);
+        expect_set(&o.o[r], want, LSETS, (j + n + 1) % LSETS, r, S, D, n, j);
+      }
+    }
+  }
+  for (uint32_t r = 0; r < tp; r++) rec_destroy(rt, &rec[r]);
+  for (uint32_t k = 0; k < LSETS; k++) outs_free(&want[k], tp), case_free(&c[k]);
+  outs_free(&o, tp);
+  hm_ffn_group_destroy(g);
+  hm_runtime_close(rt);
+  unsetenv("HSAMONO_SIM_LAG_RANK");
+  unsetenv("HSAMONO_SIM_CHAOS");
+}
+
+START_TEST(lagging_rank_steps) {
+  /* the ffn-chaos suite's seed where it runs, so the two suites do not run the same schedule */
+  char seed[32] = "";
+  const char *suite = getenv("HSAMONO_SIM_CHAOS");
+  if (suite) snprintf(seed, sizeof seed, "%s", suite);
+  hm_layer_config cfg = tl_config("tiny", 3, 0, 0);
+  hm_layer_weights w[4];
+  tl_build_group(&cfg, 2, 7000, HM_WPART_FFN, w);
+  lagging_rank_at(2, 1, seed[0] ? seed : "3", w, 7100);
+  tl_free_group(w, 2);
+  tl_build_group(&cfg, 4, 7300, HM_WPART_FFN, w);
+  lagging_rank_at(4, 2, seed[0] ? seed : NULL, w, 7400);
+  tl_free_group(w, 4);
 }
 END_TEST
 
@@ -516,7 +620,8 @@ Suite *hm_test_suite(void) {
       {"create_refusals", create_refusals},   {"gfx942_refused", gfx942_refused},
       {"create_refusals_tp2", create_refusals_tp2}, {"tiny_tp2_rows", tiny_tp2_rows},
       {"tiny_tp4_rows", tiny_tp4_rows},       {"tiny_draft_tp2", tiny_draft_tp2},
-      {"replays_bit_identical", replays_bit_identical}, {"full_dims_tp4", full_dims_tp4},
+      {"replays_bit_identical", replays_bit_identical}, {"lagging_rank_steps", lagging_rank_steps},
+      {"full_dims_tp4", full_dims_tp4},
       {"full_dims_tp2", full_dims_tp2},
       {"dead_peer_is_an_error", dead_peer_is_an_error},
   };

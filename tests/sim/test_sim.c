@@ -150,11 +150,14 @@ START_TEST(bad_variables_warn_and_default) {
       {"HSAMONO_SIM_WATCHDOG_S", "5x", "using 60"},   {"HSAMONO_SIM_WATCHDOG_S", "0", "using 60"},
       {"HSAMONO_SIM_WATCHDOG_S", "inf", "using 60"},  {"HSAMONO_SIM_STACK_KB", "8", "using 64"},
       {"HSAMONO_SIM_HOLD_CTAS", "3-1", "using none held"},
+      {"HSAMONO_SIM_LAG_RANK", "4", "using no lagging rank"},  {"HSAMONO_SIM_LAG_RANK", "1x", "using no lagging rank"},
+      {"HSAMONO_SIM_LAG_RANK", "1:0", "using no lagging rank"}, {"HSAMONO_SIM_LAG_RANK", "-1", "using no lagging rank"},
+      {"HSAMONO_SIM_LAG_RANK", "1:", "using no lagging rank"},
   };
   static const char *const all[] = {"HSAMONO_SIM_AGENTS",    "HSAMONO_SIM_ARCH",   "HSAMONO_SIM_CUS",
                                     "HSAMONO_SIM_NUMA_NODES", "HSAMONO_SIM_WEAK",   "HSAMONO_SIM_CHAOS",
                                     "HSAMONO_SIM_LAGGARD",   "HSAMONO_SIM_WATCHDOG_S", "HSAMONO_SIM_STACK_KB",
-                                    "HSAMONO_SIM_HOLD_CTAS"};
+                                    "HSAMONO_SIM_HOLD_CTAS", "HSAMONO_SIM_LAG_RANK"};
   for (unsigned v = 0; v < sizeof all / sizeof *all; v++) unsetenv(all[v]);
   for (unsigned i = 0; i < sizeof bad / sizeof *bad; i++) {
     setenv(bad[i].var, bad[i].value, 1);
@@ -190,8 +193,8 @@ START_TEST(bad_variables_warn_and_default) {
     hsa_agent_get_info(fd.gpu[0], (hsa_agent_info_t)HSA_AMD_AGENT_INFO_COMPUTE_UNIT_COUNT, &cus);
     ck_assert_uint_eq(cus, 256);
     const char *d = hm_sim_describe();
-    ck_assert_msg(!strstr(d, "chaos") && !strstr(d, "weak") && !strstr(d, "held"), "%s=%s: %s", bad[i].var,
-                  bad[i].value, d);
+    ck_assert_msg(!strstr(d, "chaos") && !strstr(d, "weak") && !strstr(d, "held") && !strstr(d, "lagging"),
+                  "%s=%s: %s", bad[i].var, bad[i].value, d);
     ck_assert_int_eq(hsa_shut_down(), HSA_STATUS_SUCCESS);
     unsetenv(bad[i].var);
   }
