@@ -481,6 +481,13 @@ static bool ensure_ring(uint32_t n) {
   return true;
 }
 
+void sim_cta_thread_end(void) {
+  free(ready.idx);
+  free(polling);
+  ready = (struct ready_ring){0};
+  polling = NULL;
+}
+
 /* Describe a CTA whose work-items all wait on each other (a barrier or wave operation that not
  * every work-item reaches). */
 static void describe_deadlock(struct sim_cta *c, char *out, size_t cap) {
@@ -586,6 +593,8 @@ void sim_cta_run(struct sim_cta *c) {
   if (c->holding_next) atomic_fetch_add(&d->begun, 1);
   /* every stack's canary once more: a lane that overflowed in its last turns before a wait */
   for (uint32_t i = 0; i < c->size && !c->aborted; i++) stack_intact(c, &c->lanes[i]);
+  /* no lane runs again: the next CTA starts fresh fibers on these stacks */
+  for (uint32_t i = 0; i < c->size; i++) sim_fiber_forget(&c->lanes[i].fiber);
   /* the end of a CTA publishes everything it stored (the dispatch's release) */
   sim_mem_flush_all(c);
   atomic_fetch_add(&d->progress, 1);

@@ -89,6 +89,7 @@ static void *worker_main(void *arg) {
     idle_workers = w;
   }
   pthread_mutex_unlock(&pool_lock);
+  sim_cta_thread_end();
   return NULL;
 }
 

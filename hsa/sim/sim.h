@@ -381,6 +381,8 @@ void sim_dispatch_abort(struct sim_dispatch *d, const char *why);
 void sim_copiers_stop(void);
 void sim_watchdog_ensure(void);
 void sim_cta_run(struct sim_cta *c);
+/* A worker thread is leaving: free its scheduler's rings. */
+void sim_cta_thread_end(void);
 void sim_queue_fail(struct sim_queue *q, hsa_status_t status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -242,7 +242,7 @@ static const order_case order2[] = {
  * every partial sum alike, so each case holds at nine magnitudes; zeros stay as they are). */
 static uint16_t scaled(uint16_t v, unsigned n, unsigned step, uint32_t i) {
   int s = (int)((i / n + step) % 9u) - 4;
-  return (v & 0x7fffu) ? (uint16_t)(v + (s << 7)) : v;
+  return (v & 0x7fffu) ? (uint16_t)(v + s * 128) : v;
 }
 static uint16_t order_value(const order_case *cs, unsigned n, unsigned rank, unsigned step, uint32_t i) {
   return scaled(cs[i % n].v[rank], n, step, i);

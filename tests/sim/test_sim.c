@@ -395,6 +395,7 @@ START_TEST(header_publication_and_wraparound) {
   ck_assert_uint_eq(*counter, 301);
   ck_assert_uint_eq(hsa_queue_load_read_index_scacquire(r.q), 301);
   ck_assert_int_eq(r.errors, 0);
+  hsa_signal_destroy(done);
   hsa_queue_destroy(r.q);
   hsa_shut_down();
 }
@@ -424,6 +425,9 @@ START_TEST(barrier_and_dependencies) {
   hsa_signal_store_screlease(dep2, 0);
   ck_assert_int_eq(hsa_signal_wait_scacquire(done, HSA_SIGNAL_CONDITION_EQ, 0, 5000000000ull, HSA_WAIT_STATE_BLOCKED), 0);
   ck_assert_int_eq(r.errors, 0);
+  hsa_signal_destroy(dep1);
+  hsa_signal_destroy(dep2);
+  hsa_signal_destroy(done);
   hsa_queue_destroy(r.q);
   hsa_shut_down();
 }
@@ -468,6 +472,7 @@ START_TEST(malformed_packets) {
     hsa_signal_store_screlease(r.q->doorbell_signal, (hsa_signal_value_t)k);
     nap_ms(20);
     ck_assert_uint_eq(*counter, 0);
+    hsa_signal_destroy(done);
     ck_assert_int_eq(hsa_queue_destroy(r.q), HSA_STATUS_SUCCESS);
     hsa_shut_down();
   }
@@ -738,6 +743,7 @@ START_TEST(served_only_when_rung) {
   for (int i = 0; i < 10000 && hsa_queue_load_read_index_scacquire(r.q) != ids[2] + 1; i++) nap_ms(1);
   ck_assert_uint_eq(hsa_queue_load_read_index_scacquire(r.q), ids[2] + 1);
   ck_assert_int_eq(r.errors, 0);
+  hsa_signal_destroy(done);
   hsa_queue_destroy(r.q);
   hsa_shut_down();
 }
@@ -833,6 +839,7 @@ START_TEST(watchdog_reason_through_hsa) {
   snprintf(want, sizeof want, "kernel st_poll (packet %llu of queue ", (unsigned long long)idx);
   ck_assert_msg(strstr(msg, want) && strstr(msg, "no progress for 0.5 s (watchdog"), "%s", msg);
   ck_assert_int_eq(hsa_signal_load_scacquire(done), 1); /* a failed dispatch does not complete */
+  hsa_signal_destroy(done);
   hsa_queue_destroy(r.q);
   hsa_shut_down();
 }
