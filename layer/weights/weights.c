@@ -77,10 +77,8 @@ static hm_status copy_head(builder *b, const char *suffix, const char *kname, ui
 /* a whole tensor copied as stored under a kernel-side name */
 static hm_status copy_whole(builder *b, const char *suffix, const char *kname) {
   char full[HM_TENSOR_NAME];
-  snprintf(full, sizeof full, "%s%s", b->prefix, suffix);
-  for (uint32_t i = 0; i < b->count; i++)
-    if (!strcmp(b->schema[i].name, full)) return copy_head(b, suffix, kname, b->schema[i].shape[0]);
-  return hm_fail(HM_ERR_INVALID_ARG, "'%s' is not a tensor of this layer", full);
+  const hm_ckpt_entry *e = hm_wb_entry(b, suffix, full);
+  return e ? copy_head(b, suffix, kname, e->shape[0]) : HM_ERR_INVALID_ARG;
 }
 
 /* rows [r0, r0+nr) x cols [c0, c0+nc) of an MXFP8 linear (elements; multiples of 32) into a new
