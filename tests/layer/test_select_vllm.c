@@ -8,7 +8,7 @@
 
 #include "helpers.h"
 
-/* Everything below down to the test is written from vllm-project/vllm
+/* Everything down to the dashed line is written from vllm-project/vllm
  * vllm/models/deepseek_v41/common/ops/fused_compress_quant_cache.py (_fused_save_compress_norm_kernel,
  * _store_latent, _rope_quant_insert_kernel) and deepseek_v41/attention.py (compressor_kv_score:
  * torch.mm(x, W^T, out_dtype=f32)). Its own bit helpers, none from formats.h, so a shared slip
@@ -90,7 +90,8 @@ static void vllm_record(const float *pooled, const uint16_t *nw, float eps, cons
     float amax = 1e-4f;
     for (int i = 0; i < 64; i++) amax = fmaxf(amax, fabsf(lat[64 * b + i]));
     int e = ceil_log2(amax * (1.0f / 448.0f));
-    for (int i = 0; i < 64; i++) data[64 * b + i] = e4m3(fminf(fmaxf(lat[64 * b + i] * ldexpf(1.0f, -e), -448.0f), 448.0f));
+    for (int i = 0; i < 64; i++)
+      data[64 * b + i] = e4m3(fminf(fmaxf(lat[64 * b + i] * ldexpf(1.0f, -e), -448.0f), 448.0f));
     scale[b] = (uint8_t)(e + 127); /* finite inputs: inside the kernel's [0, 254] clamp */
   }
   scale[7] = 0;
@@ -103,6 +104,16 @@ static void vllm_record(const float *pooled, const uint16_t *nw, float eps, cons
 }
 
 /* ------------------------------------------------------------------------------------------- */
+
+/* entry j of request q in the step's compressed cache: its 576 data bytes and 8 scale bytes
+ * (spec/model.md §5.3 page layout) */
+static void cache_record(const hm_gen_step *g, int32_t q, uint32_t j, uint8_t rec[584]) {
+  const uint32_t rpb = g->in.comp.block_size;
+  const uint64_t blk = (uint64_t)g->bt[(size_t)q * g->in.bt_stride + j / rpb];
+  const uint8_t *page = g->in.comp.base + blk * g->in.comp.block_stride;
+  memcpy(rec, page + (j % rpb) * 576, 576);
+  memcpy(rec + 576, page + (uint64_t)rpb * 576 + (j % rpb) * 8, 8);
+}
 
 enum { REQS = 8, STEPS = 4, ROWS = 6 * REQS };
 
@@ -174,15 +185,12 @@ static uint32_t records_vs_vllm(int32_t layer, uint64_t seed, uint32_t *total) {
       const uint32_t j = (uint32_t)(p / r);
       uint8_t want[584];
       vllm_record(pooled, nw, c.eps, cos_sin + (size_t)j * r * 64, want, want + 576);
-      const uint64_t blk = (uint64_t)g.bt[(size_t)q * g.in.bt_stride + j / rpb], o = j % rpb;
-      const uint8_t *got = g.in.comp.base + blk * g.in.comp.block_stride + o * 576;
-      const uint8_t *got_s = g.in.comp.base + blk * g.in.comp.block_stride + (uint64_t)rpb * 576 + o * 8;
-      for (int b = 0; b < 584; b++) {
-        uint8_t v = b < 576 ? got[b] : got_s[b - 576];
-        if (v != want[b] && diff++ == 0)
+      uint8_t got[584];
+      cache_record(&g, q, j, got);
+      for (int b = 0; b < 584; b++)
+        if (got[b] != want[b] && diff++ == 0)
           fprintf(stderr, "layer %d request %d entry %u byte %d (%s): reference %02x, vLLM %02x\n", layer, q, j, b,
-                  r == 1 ? "ratio 1" : in_step ? "group in the step" : "group across steps", v, want[b]);
-      }
+                  r == 1 ? "ratio 1" : in_step ? "group in the step" : "group across steps", got[b], want[b]);
       *total += 584;
     }
   }
@@ -248,13 +256,11 @@ START_TEST(pooling_forms) {
                        g.in.comp.block_size};
   ck_assert_msg(hm_ref_select(st, &a1, topk) == HM_OK, "step 1: %s", hm_errmsg());
   ck_assert_msg(hm_ref_select(st, &a2, topk) == HM_OK, "step 2: %s", hm_errmsg());
-  const uint32_t rpb = g.in.comp.block_size;
   for (int32_t q = 0; q < 2; q++) {
-    const uint64_t blk = (uint64_t)g.bt[(size_t)q * g.in.bt_stride + 250 / rpb], o = 250 % rpb;
-    const uint8_t *got = g.in.comp.base + blk * g.in.comp.block_stride + o * 576;
-    const uint8_t *got_s = g.in.comp.base + blk * g.in.comp.block_stride + (uint64_t)rpb * 576 + o * 8;
+    uint8_t got[584];
+    cache_record(&g, q, 250, got);
     uint32_t diff = 0;
-    for (int b = 0; b < 584; b++) diff += (b < 576 ? got[b] : got_s[b - 576]) != want[q][b];
+    for (int b = 0; b < 584; b++) diff += got[b] != want[q][b];
     ck_assert_msg(diff == 0, "%s: %u record bytes differ from vLLM's %s form (pair %u)",
                   q ? "a group across two steps" : "a group in one step", diff,
                   q ? "request program's (divide last)" : "pair program's (softmax first)", tries - 1);
