@@ -153,7 +153,21 @@ static const sel_mask *find_mask(const hm_select_state *s, int32_t req, int64_t 
   return NULL;
 }
 
-/* the compressor of a kv source: row t's contribution (model.md §7.2, vLLM's fused path) */
+/* A ratio-2 group's pooled value per dim, as vLLM's ROCm build rounds it: a group whose two tokens
+ * are both in the step (the pair program) takes the softmax weights, then sums kv * weight; one
+ * whose first token is from an earlier step (the request program, reading the state ring) divides
+ * after the weighted sum. vllm-project/vllm vllm/models/deepseek_v41/common/ops/
+ * fused_compress_quant_cache.py: _fused_save_compress_norm_kernel (tl.softmax; _JOIN_ROW_PTRS off). */
+static float pool_pair(float kv0, float s0, float kv1, float s1, bool in_step) {
+  float m = fmaxf(s0, s1), e0 = expf(s0 - m), e1 = expf(s1 - m);
+  if (in_step) {
+    float den = e0 + e1;
+    return kv0 * (e0 / den) + kv1 * (e1 / den);
+  }
+  return (kv0 * e0 + kv1 * e1) / (e0 + e1);
+}
+
+/* the compressor of a kv source: row t's contribution (model.md §7.2, vLLM V4.1's kernels) */
 static hm_status compress_row(hm_select_state *s, const hm_select_args *a, uint32_t t, const float *cos_sin) {
   const hm_layer_config *c = a->cfg;
   const hm_layer_weights *w = a->w;
@@ -181,24 +195,24 @@ static hm_status compress_row(hm_select_state *s, const hm_select_args *a, uint3
       return HM_OK;
     }
     bool both = st->pend && st->pend_pos == p - 1;
-    for (uint32_t d = 0; d < KV; d++) {
-      if (!both) { /* the first token was never seen (prefilled elsewhere): pooled alone */
-        pooled[d] = kvp[d];
-        continue;
-      }
-      /* softmax over the group's two tokens, per dim */
-      float m = fmaxf(st->pend_sc[d], sc[d]), e0 = expf(st->pend_sc[d] - m), e1 = expf(sc[d] - m);
-      pooled[d] = (e0 * st->pend_kv[d] + e1 * kvp[d]) / (e0 + e1);
-    }
+    /* the first token is the step's previous row of this request, else the state's */
+    bool in_step = t > 0 && a->token_to_req[t - 1] == q && a->positions[t - 1] == p - 1;
+    for (uint32_t d = 0; d < KV; d++)
+      /* the first token never seen (prefilled elsewhere): pooled alone */
+      pooled[d] = both ? pool_pair(st->pend_kv[d], st->pend_sc[d], kvp[d], sc[d], in_step) : kvp[d];
     st->pend = false;
   } else {
     memcpy(pooled, kvp, sizeof pooled);
   }
   const uint32_t j = (uint32_t)(p / r); /* the entry, rotated at its group's first position j*r */
+  /* The latent: RMSNorm of the f32 pooled value, the whole of it stored as bf16; the record's nope
+   * blocks quantised from it (rule R), its rope dims rotated from the bf16 values, then bf16.
+   * vllm-project/vllm vllm/models/deepseek_v41/common/ops/fused_compress_quant_cache.py:
+   * _store_latent, _rope_quant_insert_kernel (the 584-B record). */
   float latent[HM_HEAD_DIM], rec[HM_HEAD_DIM];
-  rms_f32(pooled, KV, nw, c->eps, latent); /* vLLM: on the f32 pooled value */
-  /* the record: nope rounded to bf16, rope on the f32 normed values then bf16, rule R */
-  for (uint32_t d = 0; d < KV; d++) rec[d] = d < HM_NOPE_DIM ? fmt_round_bf16(latent[d]) : latent[d];
+  rms_f32(pooled, KV, nw, c->eps, latent);
+  for (uint32_t d = 0; d < KV; d++) latent[d] = fmt_round_bf16(latent[d]);
+  memcpy(rec, latent, sizeof rec);
   rope_tail(rec, KV, cos_sin, (int64_t)j * r, true);
   uint8_t data[HM_RECORD_DATA], scale[8];
   hm_ref_kv_record(rec, data, scale);
@@ -206,10 +220,12 @@ static hm_status compress_row(hm_select_state *s, const hm_select_args *a, uint3
                  j % a->rows_per_block;
   hm_status e = hm_ref_kv_insert(&a->comp, slot, data, scale);
   if (e != HM_OK) return hm_fail_prefix(e, "compressed entry %u", j);
-  /* the indexer key: bf16(RMSNorm(bf16(latent) . wk^T)), RoPE at j*r, bf16, MXFP4 QDQ */
-  float lb[HM_HEAD_DIM], k0[IDX_MAX_HEAD], k[IDX_MAX_HEAD];
-  for (uint32_t d = 0; d < KV; d++) lb[d] = fmt_round_bf16(latent[d]);
-  linear_bf16(wk, H, KV, lb, k0, true);
+  /* The indexer key from the same pre-RoPE bf16 latent: bf16(wk . latent) (a bf16 linear),
+   * bf16(RMSNorm in f32), RoPE at j*r on those bf16 values, bf16, MXFP4 QDQ per 32 (RNE, the
+   * scale 2^ceil(log2(amax / 6))). vllm-project/vllm deepseek_v41/attention.py
+   * DeepseekV4Indexer._produce_k; common/ops/indexer_k_store.py _indexer_k_norm_rope_quant_store_kernel. */
+  float k0[IDX_MAX_HEAD], k[IDX_MAX_HEAD];
+  linear_bf16(wk, H, KV, latent, k0, true);
   rms_f32(k0, H, kn, c->eps, k);
   for (uint32_t d = 0; d < H; d++) k[d] = fmt_round_bf16(k[d]);
   rope_tail(k, H, cos_sin, (int64_t)j * r, true);
