@@ -156,6 +156,20 @@ static uint8_t *trace_u8_as(const hm_tensor_set *s, const char *name, hm_dtype d
   return t->data;
 }
 
+/* The trace's quantisation of src [rows][n] (32-wide groups): bytes `bname` (U8) and codes `cname`
+ * the spec's; the trace's bytes returned, its codes in *codes. */
+static const uint8_t *expect_quant(const hm_tensor_set *tr, const float *src, uint32_t rows, uint32_t n, int rule,
+                                   int eo, const char *bname, const char *cname, const uint8_t **codes) {
+  uint8_t *sb = malloc((size_t)rows * n), *sc = malloc((size_t)rows * n / 32);
+  spec_quant(src, rows, n, 32, rule, eo, sb, sc);
+  const uint8_t *b = trace_u8_as(tr, bname, HM_DT_U8);
+  *codes = tl_u8(tr, cname);
+  check_bytes(b, sb, (size_t)rows * n, bname);
+  check_bytes(*codes, sc, (size_t)rows * n / 32, cname);
+  free(sb), free(sc);
+  return b;
+}
+
 /* ---------------------------------------------------------------- quantisation */
 
 /* hm_ref_act_quant on gfx942 is the 224 rule written out above, byte for byte, over values that
@@ -255,11 +269,8 @@ START_TEST(k1_942) {
   run942 r;
   run_layer(&r, HM_ARCH_GFX942);
   const uint32_t S = ROWS, D = r.c.hidden, Q = r.c.q_lora, N = Q + HM_HEAD_DIM, half = D / 2;
-  uint8_t *sb = malloc(S * D), *sc = malloc(S * D / 32);
-  spec_quant(tl_f32(&r.tr, "k1.seam.normed"), S, D, 32, FMT_RULE_V, 0, sb, sc);
-  const uint8_t *x8 = trace_u8_as(&r.tr, "k1.x8", HM_DT_U8), *x8s = tl_u8(&r.tr, "k1.x8_s");
-  check_bytes(x8, sb, S * D, "k1.x8");
-  check_bytes(x8s, sc, S * D / 32, "k1.x8_s");
+  const uint8_t *x8s, *qx8s;
+  const uint8_t *x8 = expect_quant(&r.tr, tl_f32(&r.tr, "k1.seam.normed"), S, D, FMT_RULE_V, 0, "k1.x8", "k1.x8_s", &x8s);
   /* qkv = bf16(half0 + half1), each half a unit: wave w takes steps w, w+8, ... */
   uint32_t chain[64];
   wave_chain(chain, half / 128);
@@ -274,11 +285,7 @@ START_TEST(k1_942) {
     }
   }
   check_exact(tl_f32(&r.tr, "k1.qkv"), qkv, (size_t)S * N, "k1.qkv");
-  uint8_t *qb = malloc(S * Q), *qc = malloc(S * Q / 32);
-  spec_quant(tl_f32(&r.tr, "k1.qn"), S, Q, 32, FMT_RULE_V, 0, qb, qc);
-  const uint8_t *qx8 = trace_u8_as(&r.tr, "k1.qx8", HM_DT_U8), *qx8s = tl_u8(&r.tr, "k1.qx8_s");
-  check_bytes(qx8, qb, S * Q, "k1.qx8");
-  check_bytes(qx8s, qc, S * Q / 32, "k1.qx8_s");
+  const uint8_t *qx8 = expect_quant(&r.tr, tl_f32(&r.tr, "k1.qn"), S, Q, FMT_RULE_V, 0, "k1.qx8", "k1.qx8_s", &qx8s);
   /* the record: nope dims rule R per 64 against 224 (FNUZ), rope bf16; in the SWA cache at its slot */
   const float *kv = tl_f32(&r.tr, "k1.kv");
   const uint8_t *rec = tl_u8(&r.tr, "k1.record");
@@ -305,7 +312,7 @@ START_TEST(k1_942) {
                     (double)q[(size_t)t * QR + row], (double)v);
     }
   }
-  free(sb), free(sc), free(qkv), free(qb), free(qc);
+  free(qkv);
   run_free(&r);
 }
 END_TEST
@@ -367,11 +374,9 @@ START_TEST(attn_942) {
   ck_assert_uint_gt(checked, 0);
   /* XO */
   const uint32_t XO = H * HD, OR = r.w[R].dims.o_rows, D = r.c.hidden, HK = HM_HEADS_PER_GROUP * HD;
-  uint8_t *xb = malloc(S * XO), *xc = malloc(S * XO / 32);
-  spec_quant(tl_f32(&r.tr, "rank1.attn.y"), S, XO, 32, FMT_RULE_V, 0, xb, xc);
-  const uint8_t *xo = trace_u8_as(&r.tr, "rank1.attn.xo", HM_DT_U8), *xos = tl_u8(&r.tr, "rank1.attn.xo_s");
-  check_bytes(xo, xb, S * XO, "attn.xo");
-  check_bytes(xos, xc, S * XO / 32, "attn.xo_s");
+  const uint8_t *xos, *x8bs;
+  const uint8_t *xo =
+      expect_quant(&r.tr, tl_f32(&r.tr, "rank1.attn.y"), S, XO, FMT_RULE_V, 0, "rank1.attn.xo", "rank1.attn.xo_s", &xos);
   /* wo_a: group g's rows over its 8 heads' XO, 4 chains of contiguous K quarters */
   uint32_t chain[64];
   for (uint32_t s = 0; s < HK / 128; s++) chain[s] = s / (HK / 128 / 4);
@@ -385,11 +390,7 @@ START_TEST(attn_942) {
           spec_gemv(&src, 0, HK, xo + (size_t)t * XO + g * HK, xos + ((size_t)t * XO + g * HK) / 32, 0, chain, 4));
   }
   check_exact(tl_f32(&r.tr, "rank1.wo_a.z"), z, (size_t)S * OR, "wo_a.z");
-  uint8_t *bb = malloc(S * OR), *bc = malloc(S * OR / 32);
-  spec_quant(z, S, OR, 32, FMT_RULE_V, 0, bb, bc);
-  const uint8_t *x8b = trace_u8_as(&r.tr, "rank1.wo_a.x8b", HM_DT_U8), *x8bs = tl_u8(&r.tr, "rank1.wo_a.x8b_s");
-  check_bytes(x8b, bb, S * OR, "wo_a.x8b");
-  check_bytes(x8bs, bc, S * OR / 32, "wo_a.x8b_s");
+  const uint8_t *x8b = expect_quant(&r.tr, z, S, OR, FMT_RULE_V, 0, "rank1.wo_a.x8b", "rank1.wo_a.x8b_s", &x8bs);
   /* wo_b: wave chains over K = o_rows */
   wave_chain(chain, OR / 128);
   float *part = malloc(sizeof(float) * S * D);
@@ -400,7 +401,7 @@ START_TEST(attn_942) {
           fmt_round_bf16(spec_gemv(&src, 0, OR, x8b + (size_t)t * OR, x8bs + (size_t)t * OR / 32, 0, chain, 8));
   }
   check_exact(tl_f32(&r.tr, "rank1.wo_b.part"), part, (size_t)S * D, "wo_b.part");
-  free(K), free(xb), free(xc), free(z), free(bb), free(bc), free(part);
+  free(K), free(z), free(part);
   run_free(&r);
 }
 END_TEST
@@ -463,13 +464,9 @@ START_TEST(moe_942) {
     }
   }
   /* activations */
-  uint8_t *sb = malloc(S * D), *sc = malloc(S * D / 32);
-  const uint8_t *x8 = trace_u8_as(&r.tr, "moe.x8", HM_DT_U8), *x8s = tl_u8(&r.tr, "moe.x8_s");
-  const uint8_t *x8r = trace_u8_as(&r.tr, "moe.x8r", HM_DT_U8), *x8rs = tl_u8(&r.tr, "moe.x8r_s");
-  spec_quant(normed, S, D, 32, FMT_RULE_V, 0, sb, sc);
-  check_bytes(x8, sb, S * D, "moe.x8"), check_bytes(x8s, sc, S * D / 32, "moe.x8_s");
-  spec_quant(normed, S, D, 32, FMT_RULE_A, 1, sb, sc);
-  check_bytes(x8r, sb, S * D, "moe.x8r"), check_bytes(x8rs, sc, S * D / 32, "moe.x8r_s");
+  const uint8_t *x8s, *x8rs;
+  const uint8_t *x8 = expect_quant(&r.tr, normed, S, D, FMT_RULE_V, 0, "moe.x8", "moe.x8_s", &x8s);
+  const uint8_t *x8r = expect_quant(&r.tr, normed, S, D, FMT_RULE_A, 1, "moe.x8r", "moe.x8r_s", &x8rs);
   const float L = r.c.swiglu_limit;
   uint32_t chain[64];
   for (uint32_t rk = 0; rk < 4; rk++) {
@@ -492,10 +489,9 @@ START_TEST(moe_942) {
     check_exact(tl_f32(&r.tr, T("shared.gate")), g, (size_t)S * Sh, T("shared.gate"));
     check_exact(tl_f32(&r.tr, T("shared.up")), u, (size_t)S * Sh, T("shared.up"));
     check_exact(tl_f32(&r.tr, T("shared.smid")), sm, (size_t)S * Sh, T("shared.smid"));
-    uint8_t *mb = malloc(S * Sh), *mc = malloc(S * Sh / 32);
-    spec_quant(sm, S, Sh, 32, FMT_RULE_V, 0, mb, mc);
-    check_bytes(trace_u8_as(&r.tr, T("shared.smq"), HM_DT_U8), mb, S * Sh, T("shared.smq"));
-    check_bytes(tl_u8(&r.tr, T("shared.smc")), mc, S * Sh / 32, T("shared.smc"));
+    char cn[64];
+    snprintf(cn, sizeof cn, "rank%u.shared.smc", rk);
+    const uint8_t *mc, *mb = expect_quant(&r.tr, sm, S, Sh, FMT_RULE_V, 0, T("shared.smq"), cn, &mc);
     float *so = malloc(sizeof(float) * S * D);
     wave_chain(chain, (Sh + 127) / 128);
     for (uint32_t row = 0; row < D; row++) {
@@ -543,9 +539,9 @@ START_TEST(moe_942) {
     for (uint64_t i = 0; i < (uint64_t)S * k * D; i++) con[i] = fmt_round_bf16(con[i] * rw[i / D]);
     check_exact(tl_f32(&r.tr, T("routed.cw")), con, (size_t)S * k * D, T("routed.cw"));
 #undef T
-    free(g), free(u), free(sm), free(mb), free(mc), free(so), free(mid), free(con), free(qb), free(qc);
+    free(g), free(u), free(sm), free(so), free(mid), free(con), free(qb), free(qc);
   }
-  free(lg), free(sb), free(sc);
+  free(lg);
   run_free(&r);
 }
 END_TEST
