@@ -25,7 +25,7 @@ static void usage(FILE *f) {
           "       hsa-mono-check model --layers A-B --tp N --rows R [options]   (model --help: layers A..B chained over steps)\n"
           "       hsa-mono-check ref --config tiny|v41-flash --layer L --rows R --tp N --seed S --out DIR\n"
           "                          [--launch layer|ffn] [--experts E --topk K] [--ckpt PATH]\n"
-          "                          [--context C] [--reqs Q] [--dump-weights]\n"
+          "                          [--context C] [--reqs Q] [--dump-weights] [--arch gfx950|gfx942]\n"
           "\n"
           "Runs the fp32 reference of one decode step of layer L for a TP group of N ranks (1, 2, 4) and\n"
           "writes DIR/inputs.safetensors and one file a stage (DIR/<stage>.safetensors, e.g. k1.seam,\n"
@@ -36,7 +36,10 @@ static void usage(FILE *f) {
           "not ~8). --launch ffn runs the FFN launch alone on generated wo_b parts.\n"
           "--experts/--topk shrink the routed experts (full dims with fewer experts; with --ckpt the first E\n"
           "of the checkpoint's experts and the gate's and bias's first E rows); the line printed, any refusal\n"
-          "and every file's metadata (\"reduced\") then say the run is reduced.\n");
+          "and every file's metadata (\"reduced\") then say the run is reduced.\n"
+          "--arch gfx942: the gfx942 weight copies and the reference's gfx942 mode (spec/mono.md §2.6: FNUZ\n"
+          "activations, one rounding a 32-wide K block, 64-key chunks; the SWA cache FNUZ), TP 4 and at most\n"
+          "42 rows; quantised activations are written as U8 (FNUZ bytes). Default gfx950.\n");
 }
 
 /* a reduced run's note, on every line ref prints (empty for a full run) */
@@ -80,7 +83,7 @@ static hm_status write_stages(const char *dir, const hm_tensor_set *trace, const
 }
 
 static int cmd_ref(int argc, char **argv) {
-  const char *model = NULL, *out = NULL, *launch = "layer", *ckpt = NULL;
+  const char *model = NULL, *out = NULL, *launch = "layer", *ckpt = NULL, *arch = "gfx950";
   long layer = -1, rows = 0, tp = 0, experts = 0, topk = 0, context = 300, reqs = 1;
   unsigned long long seed = 0;
   int have_seed = 0, dump_weights = 0;
@@ -91,9 +94,10 @@ static int cmd_ref(int argc, char **argv) {
                                        {"topk", required_argument, 0, 'k'},    {"ckpt", required_argument, 0, 'C'},
                                        {"context", required_argument, 0, 'x'}, {"reqs", required_argument, 0, 'q'},
                                        {"dump-weights", no_argument, 0, 'W'},  {"help", no_argument, 0, 'h'},
-                                       {0, 0, 0, 0}};
+                                       {"arch", required_argument, 0, 'a'},    {0, 0, 0, 0}};
   static const long tps[] = {1, 2, 4};
   static const char *const launches[] = {"layer", "ffn", NULL};
+  static const char *const arches[] = {"gfx950", "gfx942", NULL};
   cli c = {.prog = "hsa-mono-check ref", .usage = usage};
   int o;
   optind = 1;
@@ -112,6 +116,7 @@ static int cmd_ref(int argc, char **argv) {
       case 'x': cli_long(&c, 0, LAUNCH_TOOL_SLOTS - 1, &context); break;
       case 'q': cli_long(&c, 1, HM_MAX_ROWS, &reqs); break;
       case 'W': dump_weights = 1; break;
+      case 'a': cli_word(&c, arches, &arch); break;
       case 'h': usage(stdout); return 0;
     }
   }
@@ -120,6 +125,12 @@ static int cmd_ref(int argc, char **argv) {
   const char *missing = !model ? "--config" : layer < 0 ? "--layer" : !rows ? "--rows" : !tp ? "--tp"
                         : !have_seed ? "--seed" : !out ? "--out" : NULL;
   if (missing) return cli_refuse(&c, "%s is required", missing);
+  const bool gfx942 = !strcmp(arch, "gfx942");
+  /* the gfx942 copies and kernels are TP4 only, at most 42 rows (spec/mono.md §5.1.3, §5.3.1) */
+  if (gfx942 && tp != 4) return cli_refuse(&c, "--tp %ld: --arch gfx942 is TP 4 only (spec/mono.md §5.1.3)", tp);
+  if (gfx942 && rows > HM_MAX_ROWS_GFX942)
+    return cli_refuse(&c, "--rows %ld: --arch gfx942 takes at most %d rows (spec/mono.md §5.3.1)", rows,
+                      HM_MAX_ROWS_GFX942);
   if (launch_tool_step_shape(&c, rows, reqs, context, 0)) return CLI_EXIT_MISUSE;
   hm_layer_config cfg;
   bool reduced;
@@ -158,7 +169,7 @@ static int cmd_ref(int argc, char **argv) {
   uint32_t parts = ffn ? HM_WPART_FFN : 0;
   /* a checkpoint holds the named layer's experts; a reduced run reads the first cfg.experts */
   hm_build_opts bo = {.parts = parts, .rope_positions = (uint32_t)(context + rows + 64),
-                      .source_experts = ckpt ? named.experts : 0};
+                      .source_experts = ckpt ? named.experts : 0, .arch = gfx942 ? HM_ARCH_GFX942 : HM_ARCH_GFX950};
   hm_gen_step step;
   int rc = CLI_EXIT_NOT_RUN;
   hm_tensor_set inputs, trace;
@@ -169,6 +180,7 @@ static int cmd_ref(int argc, char **argv) {
     goto done_w;
   }
   step.in.engram_table = &src;
+  if (gfx942) hm_ref_kv_cache_to_fnuz(&step.in.swa); /* gfx942's SWA cache holds FNUZ records (§2.6) */
   if (hm_gen_step_tensors(&step, &cfg, &inputs) != HM_OK) {
     fail("inputs");
     goto done;
@@ -214,8 +226,8 @@ static int cmd_ref(int argc, char **argv) {
   snprintf(sbuf, sizeof sbuf, "%llu", seed);
   snprintf(ebuf, sizeof ebuf, "%u", cfg.experts);
   snprintf(redbuf, sizeof redbuf, "%u of %u experts", cfg.experts, named.experts);
-  const char *mk[] = {"model", "layer", "rows", "tp", "seed", "launch", "experts", "weights", "reduced"};
-  const char *mv[] = {model, lbuf, rbuf, tbuf, sbuf, launch, ebuf, ckpt ? ckpt : "generator", redbuf};
+  const char *mk[] = {"model", "layer", "rows", "tp", "seed", "launch", "experts", "weights", "arch", "reduced"};
+  const char *mv[] = {model, lbuf, rbuf, tbuf, sbuf, launch, ebuf, ckpt ? ckpt : "generator", arch, redbuf};
   const uint32_t nm = sizeof mk / sizeof *mk - !reduced; /* "reduced" only on a reduced run */
   char path[4096];
   snprintf(path, sizeof path, "%s/inputs.safetensors", out);
@@ -243,9 +255,9 @@ static int cmd_ref(int argc, char **argv) {
     fail("write");
     goto done;
   }
-  printf("hsa-mono-check ref: %s layer %ld (%s launch), %ld rows, TP%ld, seed %llu: %u stage files, %u tensors, "
+  printf("hsa-mono-check ref: %s layer %ld (%s launch), %ld rows, TP%ld, %s, seed %llu: %u stage files, %u tensors, "
          "reference %.2f s (weights built a rank at a time) -> %s%s\n",
-         model, layer, launch, rows, tp, seed, files, trace.count,
+         model, layer, launch, rows, tp, arch, seed, files, trace.count,
          (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec), out, ref_note);
   rc = 0;
 done:

@@ -25,7 +25,34 @@ extern "C" {
  * order over one K step is not published (§7.2 q2): the reference sums a step's products in
  * ascending K from the first product, then adds the step to its chain's accumulator. Hardware
  * transcendentals (v_exp_f32, v_rcp_f32, v_rsq_f32, v_log_f32) are modelled by libm exp2f,
- * IEEE 1/x, 1/sqrtf, log2f (§2.0); tests carry tolerances for that. */
+ * IEEE 1/x, 1/sqrtf, log2f (§2.0); tests carry tolerances for that.
+ *
+ * gfx942 mode (§2.6). Weights built with hm_build_opts.arch = HM_ARCH_GFX942 (hm_layer_weights.arch;
+ * TP4, the copies of §4.4) make every stage compute as gfx942's kernels do; the entry points and
+ * trace names are the same, and all ranks must hold the same arch:
+ *  - Quantised activations are FNUZ with max 224 (hm_ref_act_quant): u8 bytes (dtype U8 in the
+ *    trace, FNUZ having no safetensors dtype) under codes = the OCP rule's + 1 over the same bytes
+ *    (but for subnormal quotients); X8R (moe.x8r) and MID (rank<r>.routed.midq) store each 8-byte
+ *    chunk even elements first, then odd, matching the in-kernel FP4 -> FNUZ expansion. Every
+ *    stage that takes quantised activations (hm_ref_qkv, _wq_b, _wo_a, _wo_b, _shared_expert,
+ *    _routed_experts) takes them in this form.
+ *  - Narrow GEMVs (dense MXFP8 and routed FP4) keep gfx950's decomposition: the same 128-wide K
+ *    steps on the same chains (waves w, w+8, ...; wo_a's K quarters; the ug slices; down's A/B),
+ *    but a step is its 32-wide K blocks in K order, each one unscaled 16x16x32 fp8 MFMA from a zero
+ *    accumulator added into the step's chain as acc = fma(block, 2^(ca + cb - 254), acc) (FP4:
+ *    bytes e2m1 x 2^-7, factor 2^(cw + 7 + cx - 254)): one rounding a 32-block. The block's own
+ *    sum is modelled as a step's is (ascending K from the first product). The kernel must
+ *    issue the blocks of a step in this order into that chain. The routed down GEMV runs over the
+ *    real Ir columns (576: 4.5 steps, the last two blocks on chain A).
+ *  - bf16 16x16x32 MFMAs (the router, attention's QK) are two 16x16x16, each added to the chain.
+ *  - Attention chunks are 64 keys at every width (hm_attn_chunk_keys); K1 writes the SWA record as
+ *    FNUZ (hm_ref_kv_record_fnuz) and attention reads SWA records as FNUZ, compressed ones as OCP
+ *    (the compressor and its cache stay OCP); a caller's SWA cache must hold FNUZ records
+ *    (hm_ref_kv_cache_to_fnuz rewrites an OCP one, as hm_gen_step_make makes).
+ *  - The down stage's bf16(contrib x w) each pick stores is traced as rank<r>.routed.cw.
+ *  - Engram is vLLM's op on either GPU: it reads wkv's gfx942 copy back to the same values and
+ *    computes as on gfx950 (ref_linear_fp8). The select step (hm_ref_select) does not yet: it reads
+ *    idx_wq_b as OCP e4m3, so gfx942 index-source layers are refused there for now. */
 
 #define HM_LOG2E 1.44269502f /* f32(log2 e), bits 0x3fb8aa3b */
 #define HM_LN2 0.693147182f  /* f32(ln 2), bits 0x3f317218 */
@@ -48,6 +75,19 @@ void hm_ref_mx8_dequant(const uint8_t *bytes, const uint8_t *codes, uint32_t row
 /* One dense GEMV row in the §2.0 K order: 128-wide K steps (K padded with zeros to a whole step),
  * wave w takes steps w, w+8, ...; the 8 wave partials added in wave order. */
 float hm_ref_dot_waves(const float *w, const float *x, uint32_t K);
+
+/* Activation MXFP8 as `arch`'s kernels store it (§2.6). gfx950: hm_ref_mx8_quant. gfx942: FNUZ
+ * with max 224: the rule's quotient against 224 (rule A: times RN(1/224)), ceilexp, the rule's
+ * clamp, bytes FNUZ(clamp(x * mul(code), +-224)). Where the quotient is a normal f32 that is the
+ * OCP code + 1 over the OCP bytes (OCP -0 as 0x00, FNUZ having no -0); below (rule V, amax under
+ * 224 x 2^-126, an all-zero group among them) the code is 1, as against 224 directly. With
+ * even_odd (gfx942 only: the routed experts' X8R and MID) each 8-byte chunk holds its even
+ * elements first, then its odd. */
+void hm_ref_act_quant(hm_arch arch, bool even_odd, const float *x, uint32_t rows, uint32_t n, uint32_t g, int rule,
+                      uint8_t *bytes, uint8_t *codes);
+/* values back (the same as the OCP bytes' on either arch) */
+void hm_ref_act_dequant(hm_arch arch, bool even_odd, const uint8_t *bytes, const uint8_t *codes, uint32_t rows,
+                        uint32_t n, uint32_t g, float *out);
 
 /* ---------------------------------------------------------------- seam (§2.1 K1.1-K1.3, §2.3) */
 
@@ -94,6 +134,10 @@ void hm_ref_reduce_rank_order(uint32_t tp, const float *const *parts, uint64_t n
  * takes 32-wide steps w, w+8, ...; wave partials in order; logit = ((p0+p1)+p2)+p3. */
 hm_status hm_ref_router_logits(uint32_t S, uint32_t D, uint32_t E, const uint16_t *gate_w, const float *x,
                                float *logits);
+/* The same for `arch`: on gfx942 each 32-wide step is two 16x16x16 bf16 MFMAs, two 16-wide
+ * steps in K order into the wave's chain (§2.6). */
+hm_status hm_ref_router_logits_arch(hm_arch arch, uint32_t S, uint32_t D, uint32_t E, const uint16_t *gate_w,
+                                    const float *x, float *logits);
 /* route: score = sqrtsoftplus(logit), val = max(score + bias, -inf); top-k by val, ties to the
  * lower lane (expert % 64), then the lower index (the wave network of §2.4); weights = unbiased
  * scores (NaN -> 0) * (route_scale / max(total, 1e-20)), total summed in pick order.
@@ -140,6 +184,14 @@ typedef struct hm_kv_cache {
 
 /* One 512-dim kv (bf16 values; nope 0..447, roped 448..511) as a record: rule R per 64 nope dims. */
 void hm_ref_kv_record(const float *kv, uint8_t data[HM_RECORD_DATA], uint8_t scale[8]);
+/* The SWA record gfx942's K1 writes (§2.6): FNUZ, i.e. rule R against 224: hm_ref_kv_record's
+ * bytes (OCP -0 as 0x00) under its codes + 1. The compressed cache stays OCP on gfx942. */
+void hm_ref_kv_record_fnuz(const float *kv, uint8_t data[HM_RECORD_DATA], uint8_t scale[8]);
+/* Rewrites every record of an OCP cache as FNUZ (vLLM's ocp_to_fnuz: bytes as above, the 7
+ * codes + 1), e.g. an SWA cache generated for gfx950 (hm_gen_step_make) made a gfx942 one. */
+void hm_ref_kv_cache_to_fnuz(const hm_kv_cache *c);
+/* hm_ref_kv_read of a FNUZ record: FNUZ e4m3 * 2^(code-127), rope bf16 */
+hm_status hm_ref_kv_read_fnuz(const hm_kv_cache *c, int64_t slot, float *out);
 /* Byte offsets from c->base of slot's data row and scale row (HM_ERR_INVALID_ARG outside it). */
 hm_status hm_ref_kv_offsets(const hm_kv_cache *c, int64_t slot, uint64_t *data, uint64_t *scale);
 /* Writes a record at slot (HM_ERR_INVALID_ARG outside the cache). */

@@ -8,7 +8,7 @@
 #include "formats.h"
 #include "ref_internal.h"
 
-#define MAX_STEPS 1024
+#define MAX_STEPS HM_REF_MAX_STEPS
 
 /* ---------------------------------------------------------------- records */
 
@@ -22,6 +22,23 @@ void hm_ref_kv_record(const float *kv, uint8_t data[HM_RECORD_DATA], uint8_t sca
     data[HM_NOPE_DIM + 2 * j] = (uint8_t)v;
     data[HM_NOPE_DIM + 2 * j + 1] = (uint8_t)(v >> 8);
   }
+}
+
+void hm_ref_kv_record_fnuz(const float *kv, uint8_t data[HM_RECORD_DATA], uint8_t scale[8]) {
+  hm_ref_kv_record(kv, data, scale); /* the rope dims and the pad byte */
+  /* nope dims: rule R per 64 against 224 (its 1e-4 floor keeps the quotient normal: the OCP
+   * record's codes + 1 over the same bytes, -0 as 0x00) */
+  for (int b = 0; b < HM_NOPE_DIM / 64; b++) ref_fnuz_group(kv + 64 * b, 64, FMT_RULE_R, data + 64 * b, &scale[b]);
+}
+
+void hm_ref_kv_cache_to_fnuz(const hm_kv_cache *c) {
+  for (uint64_t b = 0; c && c->base && b < c->blocks; b++)
+    for (uint32_t o = 0; o < c->block_size; o++) {
+      uint8_t *d = c->base + b * c->block_stride + (uint64_t)o * HM_RECORD_DATA;
+      uint8_t *s = c->base + b * c->block_stride + (uint64_t)c->block_size * HM_RECORD_DATA + (uint64_t)o * 8;
+      for (int i = 0; i < HM_NOPE_DIM; i++) d[i] = fmt_e4m3_ocp_to_fnuz(d[i]);
+      for (int i = 0; i < HM_NOPE_DIM / 64; i++) s[i] = (uint8_t)(s[i] + 1);
+    }
 }
 
 hm_status hm_ref_kv_offsets(const hm_kv_cache *c, int64_t slot, uint64_t *data, uint64_t *scale) {
@@ -52,34 +69,37 @@ hm_status hm_ref_kv_insert(const hm_kv_cache *c, int64_t slot, const uint8_t *da
   return HM_OK;
 }
 
-hm_status hm_ref_kv_read(const hm_kv_cache *c, int64_t slot, float *out) {
+static hm_status kv_read(const hm_kv_cache *c, int64_t slot, bool fnuz, float *out) {
   uint8_t *d = NULL, *s = NULL;
   hm_status st = locate(c, slot, &d, &s);
   if (st != HM_OK) return st;
   const float *t = hm_e4m3_table();
-  for (int i = 0; i < HM_NOPE_DIM; i++) out[i] = t[d[i]] * fmt_e8m0_decode(s[i / 64]);
+  for (int i = 0; i < HM_NOPE_DIM; i++)
+    out[i] = (fnuz ? fmt_e4m3fnuz_decode(d[i]) : t[d[i]]) * fmt_e8m0_decode(s[i / 64]);
   for (int j = 0; j < HM_ROPE_DIM; j++)
     out[HM_NOPE_DIM + j] = fmt_bf16_to_f32((uint16_t)(d[HM_NOPE_DIM + 2 * j] | d[HM_NOPE_DIM + 2 * j + 1] << 8));
   return HM_OK;
 }
 
+hm_status hm_ref_kv_read(const hm_kv_cache *c, int64_t slot, float *out) { return kv_read(c, slot, false, out); }
+hm_status hm_ref_kv_read_fnuz(const hm_kv_cache *c, int64_t slot, float *out) { return kv_read(c, slot, true, out); }
+
 /* ---------------------------------------------------------------- K1 front */
 
 hm_status hm_ref_qkv(const hm_layer_weights *w, uint32_t S, const uint8_t *x8, const uint8_t *x8s, float *qkv) {
   const uint32_t D = w->cfg.hidden, N = w->cfg.q_lora + w->cfg.kv_dim, half = D / 2;
-  const uint8_t *wq = hm_wdata(w, "wqkv", HM_DT_E4M3, (uint64_t)N * D);
-  const uint8_t *ws = hm_wdata(w, "wqkv_s", HM_DT_E8M0, (uint64_t)N / 32 * (D / 32));
-  if (!wq || !ws) return hm_fail_prefix(HM_ERR_INVALID_ARG, "wqkv");
+  ref_dense wq;
+  if (ref_dense_get(w, "wqkv", N, D, &wq) != HM_OK) return hm_fail_prefix(HM_ERR_INVALID_ARG, "wqkv");
   uint8_t chain[MAX_STEPS];
   hm_wave_chains(chain, (half + 127) / 128);
   float *X = hm_ref_alloc((size_t)S * D * sizeof(float)), *h0 = hm_ref_alloc((size_t)N * S * sizeof(float));
   float *h1 = hm_ref_alloc((size_t)N * S * sizeof(float));
   hm_status st = HM_ERR_NO_MEMORY;
   if (X && h0 && h1) {
-    hm_ref_mx8_dequant(x8, x8s, S, D, 32, X);
+    hm_ref_act_dequant(w->arch, false, x8, x8s, S, D, 32, X);
     /* K1.5: each K half a unit of its own (20 steps at D 5120: wave w steps w, w+8, w+16) */
-    st = hm_mx8_gemv(wq, ws, D, 0, half, 0, N, chain, 8, X, D, S, h0);
-    if (st == HM_OK) st = hm_mx8_gemv(wq, ws, D, half, half, 0, N, chain, 8, X + half, D, S, h1);
+    st = hm_mx8_gemv(&wq, 0, half, 0, N, chain, 8, X, D, S, h0);
+    if (st == HM_OK) st = hm_mx8_gemv(&wq, half, half, 0, N, chain, 8, X + half, D, S, h1);
     /* K1.6: v = bf16(p_half0 + p_half1) */
     if (st == HM_OK)
       for (uint32_t r = 0; r < N; r++)
@@ -143,10 +163,9 @@ void hm_ref_kv_norm_rope(uint32_t S, uint32_t Q, const float *qkv, const uint16_
 hm_status hm_ref_wq_b(const hm_layer_weights *w, uint32_t S, const uint8_t *qx8, const uint8_t *qx8s,
                       const int64_t *positions, float *q) {
   const uint32_t Q = w->cfg.q_lora, N = w->dims.q_rows;
-  const uint8_t *wb = hm_wdata(w, "wq_b", HM_DT_E4M3, (uint64_t)N * Q);
-  const uint8_t *ws = hm_wdata(w, "wq_b_s", HM_DT_E8M0, (uint64_t)N / 32 * (Q / 32));
-  const hm_tensor *cs = hm_weights_get(w, "cos_sin");
-  if (!wb || !ws || !cs) return hm_fail_prefix(HM_ERR_INVALID_ARG, "wq_b");
+  ref_dense wb;
+  const hm_tensor *cs = ref_dense_get(w, "wq_b", N, Q, &wb) == HM_OK ? hm_weights_get(w, "cos_sin") : NULL;
+  if (!cs) return hm_fail_prefix(HM_ERR_INVALID_ARG, "wq_b");
   for (uint32_t t = 0; t < S; t++)
     if (positions[t] < 0 || (uint64_t)positions[t] >= cs->shape[0])
       return hm_fail(HM_ERR_INVALID_ARG, "position %lld outside the RoPE table (%llu rows)", (long long)positions[t],
@@ -156,8 +175,8 @@ hm_status hm_ref_wq_b(const hm_layer_weights *w, uint32_t S, const uint8_t *qx8,
   float *X = hm_ref_alloc((size_t)S * Q * sizeof(float)), *y = hm_ref_alloc((size_t)N * S * sizeof(float));
   hm_status st = HM_ERR_NO_MEMORY;
   if (X && y) {
-    hm_ref_mx8_dequant(qx8, qx8s, S, Q, 32, X);
-    st = hm_mx8_gemv(wb, ws, Q, 0, Q, 0, N, chain, 8, X, Q, S, y);
+    hm_ref_act_dequant(w->arch, false, qx8, qx8s, S, Q, 32, X);
+    st = hm_mx8_gemv(&wb, 0, Q, 0, N, chain, 8, X, Q, S, y);
     if (st == HM_OK)
       for (uint32_t t = 0; t < S; t++) {
         for (uint32_t r = 0; r < N; r++) q[(size_t)t * N + r] = fmt_round_bf16(y[(size_t)r * S + t]);
@@ -267,6 +286,10 @@ hm_status hm_ref_attention(const hm_layer_weights *w, uint32_t S, const float *q
   const float *sink = hm_wdata(w, "attn_sink", HM_DT_F32, H);
   const hm_tensor *cs = hm_weights_get(w, "cos_sin");
   if (!sink || !cs || !out || !out->o || !out->y) return hm_fail_prefix(HM_ERR_INVALID_ARG, "attention");
+  /* QK's bf16 MFMA steps: 16x16x32, or on gfx942 two 16x16x16 (§2.6); the SWA records FNUZ on
+   * gfx942, the compressed ones OCP on both */
+  const uint32_t qk_step = w->arch == HM_ARCH_GFX942 ? 16 : 32;
+  const bool swa_fnuz = w->arch == HM_ARCH_GFX942;
   /* f32(512^-0.5 * log2 e), the bits the kernel takes */
   const float qk_scale = (float)(1.0 / sqrt((double)HD) * 1.4426950408889634);
   float *K = hm_ref_alloc((size_t)ck * HD * sizeof(float)), *s = hm_ref_alloc((size_t)ck * sizeof(float));
@@ -299,15 +322,16 @@ hm_status hm_ref_attention(const hm_layer_weights *w, uint32_t S, const float *q
           memset(K + (size_t)j * HD, 0, HD * sizeof(float));
           continue;
         }
-        const hm_kv_cache *c = ((uint32_t)v & 0x80000000u) ? comp : swa;
-        if ((st = hm_ref_kv_read(c, (int64_t)((uint32_t)v & 0x7fffffffu), K + (size_t)j * HD)) != HM_OK) {
+        const bool compressed = ((uint32_t)v & 0x80000000u) != 0;
+        if ((st = kv_read(compressed ? comp : swa, (int64_t)((uint32_t)v & 0x7fffffffu), swa_fnuz && !compressed,
+                          K + (size_t)j * HD)) != HM_OK) {
           hm_fail_prefix(st, "row %u key %u", t, k);
           goto done;
         }
       }
       for (uint32_t h = 0; h < H; h++) {
         const float *qh = q + ((size_t)t * H + h) * HD;
-        /* QK: 16 bf16 MFMA steps of 32 dims in ascending order, one chain; log2 domain */
+        /* QK: bf16 MFMA steps of 32 (gfx942: 16) dims in ascending order, one chain; log2 domain */
         float mx = -FLT_MAX;
         for (uint32_t j = 0; j < ck; j++) {
           if (!valid[j]) {
@@ -316,10 +340,10 @@ hm_status hm_ref_attention(const hm_layer_weights *w, uint32_t S, const float *q
           }
           const float *kj = K + (size_t)j * HD;
           float acc = 0.0f;
-          for (uint32_t d0 = 0; d0 < HD; d0 += 32) {
-            float st32 = qh[d0] * kj[d0];
-            for (uint32_t d = d0 + 1; d < d0 + 32; d++) st32 = st32 + qh[d] * kj[d];
-            acc = acc + st32;
+          for (uint32_t d0 = 0; d0 < HD; d0 += qk_step) {
+            float stp = qh[d0] * kj[d0];
+            for (uint32_t d = d0 + 1; d < d0 + qk_step; d++) stp = stp + qh[d] * kj[d];
+            acc = acc + stp;
           }
           s[j] = acc * qk_scale;
           mx = fmaxf(mx, s[j]);
@@ -368,9 +392,8 @@ hm_status hm_ref_wo_a(const hm_layer_weights *w, uint32_t S, const uint8_t *xo, 
                       uint8_t *x8b, uint8_t *x8bs) {
   const uint32_t HK = HM_HEADS_PER_GROUP * HM_HEAD_DIM, XO = w->dims.heads * HM_HEAD_DIM, OR = w->dims.o_rows;
   const uint32_t ol = w->cfg.o_lora;
-  const uint8_t *wa = hm_wdata(w, "wo_a", HM_DT_E4M3, (uint64_t)OR * HK);
-  const uint8_t *ws = hm_wdata(w, "wo_a_s", HM_DT_E8M0, (uint64_t)OR / 32 * (HK / 32));
-  if (!wa || !ws) return hm_fail_prefix(HM_ERR_INVALID_ARG, "wo_a");
+  ref_dense wa;
+  if (ref_dense_get(w, "wo_a", OR, HK, &wa) != HM_OK) return hm_fail_prefix(HM_ERR_INVALID_ARG, "wo_a");
   /* split-K: 4 waves a 16-row tile, each a contiguous quarter of the 32 steps, added in order */
   const uint32_t steps = HK / 128;
   uint8_t chain[MAX_STEPS];
@@ -378,16 +401,16 @@ hm_status hm_ref_wo_a(const hm_layer_weights *w, uint32_t S, const uint8_t *xo, 
   float *X = hm_ref_alloc((size_t)S * XO * sizeof(float)), *y = hm_ref_alloc((size_t)ol * S * sizeof(float));
   hm_status st = HM_ERR_NO_MEMORY;
   if (X && y) {
-    hm_ref_mx8_dequant(xo, xos, S, XO, 32, X);
+    hm_ref_act_dequant(w->arch, false, xo, xos, S, XO, 32, X);
     st = HM_OK;
     for (uint32_t g = 0; g < w->dims.groups; g++) {
-      st = hm_mx8_gemv(wa, ws, HK, 0, HK, g * ol, ol, chain, 4, X + (size_t)g * HK, XO, S, y);
+      st = hm_mx8_gemv(&wa, 0, HK, g * ol, ol, chain, 4, X + (size_t)g * HK, XO, S, y);
       if (st != HM_OK) break;
       for (uint32_t r = 0; r < ol; r++)
         for (uint32_t t = 0; t < S; t++) z[(size_t)t * OR + g * ol + r] = fmt_round_bf16(y[(size_t)r * S + t]);
     }
     /* X8B: rule V over each task's 32 rows */
-    if (st == HM_OK) hm_ref_mx8_quant(z, S, OR, 32, FMT_RULE_V, x8b, x8bs);
+    if (st == HM_OK) hm_ref_act_quant(w->arch, false, z, S, OR, 32, FMT_RULE_V, x8b, x8bs);
   }
   free(X), free(y);
   return st;
@@ -395,16 +418,15 @@ hm_status hm_ref_wo_a(const hm_layer_weights *w, uint32_t S, const uint8_t *xo, 
 
 hm_status hm_ref_wo_b(const hm_layer_weights *w, uint32_t S, const uint8_t *x8b, const uint8_t *x8bs, float *part) {
   const uint32_t D = w->cfg.hidden, OR = w->dims.o_rows;
-  const uint8_t *wb = hm_wdata(w, "wo_b", HM_DT_E4M3, (uint64_t)D * OR);
-  const uint8_t *ws = hm_wdata(w, "wo_b_s", HM_DT_E8M0, (uint64_t)D / 32 * (OR / 32));
-  if (!wb || !ws) return hm_fail_prefix(HM_ERR_INVALID_ARG, "wo_b");
+  ref_dense wb;
+  if (ref_dense_get(w, "wo_b", D, OR, &wb) != HM_OK) return hm_fail_prefix(HM_ERR_INVALID_ARG, "wo_b");
   uint8_t chain[MAX_STEPS];
   hm_wave_chains(chain, (OR + 127) / 128);
   float *X = hm_ref_alloc((size_t)S * OR * sizeof(float)), *y = hm_ref_alloc((size_t)D * S * sizeof(float));
   hm_status st = HM_ERR_NO_MEMORY;
   if (X && y) {
-    hm_ref_mx8_dequant(x8b, x8bs, S, OR, 32, X);
-    st = hm_mx8_gemv(wb, ws, OR, 0, OR, 0, D, chain, 8, X, OR, S, y);
+    hm_ref_act_dequant(w->arch, false, x8b, x8bs, S, OR, 32, X);
+    st = hm_mx8_gemv(&wb, 0, OR, 0, D, chain, 8, X, OR, S, y);
     if (st == HM_OK)
       for (uint32_t r = 0; r < D; r++)
         for (uint32_t t = 0; t < S; t++) part[(size_t)t * D + r] = fmt_round_bf16(y[(size_t)r * S + t]);

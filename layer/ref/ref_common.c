@@ -1,10 +1,13 @@
-/* layer/ref/ref_common.c: the reference's numeric primitives (spec/mono.md §2.0): transcendental
- * models, MXFP8 quantisation of rows, the GEMV K order, the rank-order reduction. */
+/* layer/ref/ref_common.c: the reference's numeric primitives (spec/mono.md §2.0, §2.6): transcendental
+ * models, MXFP8 quantisation of rows (OCP or gfx942's FNUZ), the GEMV K order of either arch, the
+ * rank-order reduction. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "formats.h"
+#include "layouts.h"
 #include "ref_internal.h"
 
 /* ---------------------------------------------------------------- transcendentals */
@@ -42,6 +45,60 @@ void hm_ref_mx8_dequant(const uint8_t *bytes, const uint8_t *codes, uint32_t row
       out[o] = t[bytes[o]] * fmt_e8m0_decode(codes[(uint64_t)r * (n / g) + i / g]);
     }
 }
+
+/* ---------------------------------------------------------------- gfx942 activations (§2.6) */
+
+/* gfx942's activation maximum: FNUZ e4m3's 0x7e, the bits of OCP's 448 (§2.6) */
+#define FNUZ_ACT_MAX 224.0f
+
+/* where element i of an 8-value chunk is stored when the chunk is even-then-odd */
+static uint32_t eo_pos(uint32_t i) { return (i & ~7u) + (i % 2u) * 4u + (i % 8u) / 2u; }
+
+void ref_fnuz_group(const float *x, uint32_t n, int rule, uint8_t *bytes, uint8_t *code) {
+  float amax = 0.0f;
+  for (uint32_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i])); /* a NaN is ignored, as fmt_mxfp8_quant */
+  /* the rule's quotient against 224 instead of 448 (A: times RN(1/224) = 2 RN(1/448)), its
+   * clamp; a normal quotient is exactly twice the OCP one, hence the OCP code + 1 */
+  float q = rule == FMT_RULE_A ? fmaxf(amax, fmt_float(FMT_BITS_1E_10)) * fmt_float(FMT_BITS_RCP448 + (1u << 23))
+                               : fmt_div_rn(fmaxf(amax, fmt_float(rule == FMT_RULE_R ? FMT_BITS_1E_4 : FMT_BITS_FLT_MIN)),
+                                            FNUZ_ACT_MAX);
+  uint32_t c = fmt_ceilexp(q);
+  if (rule != FMT_RULE_R) c = c > 254 ? 254 : c < (rule == FMT_RULE_A ? 1u : 0u) ? (rule == FMT_RULE_A ? 1u : 0u) : c;
+  const float mul = fmt_e8m0_mul((uint8_t)c);
+  for (uint32_t i = 0; i < n; i++) bytes[i] = fmt_e4m3fnuz_encode(fminf(fmaxf(x[i] * mul, -FNUZ_ACT_MAX), FNUZ_ACT_MAX));
+  *code = (uint8_t)c;
+}
+
+void hm_ref_act_quant(hm_arch arch, bool even_odd, const float *x, uint32_t rows, uint32_t n, uint32_t g, int rule,
+                      uint8_t *bytes, uint8_t *codes) {
+  if (arch != HM_ARCH_GFX942) {
+    hm_ref_mx8_quant(x, rows, n, g, rule, bytes, codes);
+    return;
+  }
+  uint8_t grp[64];
+  for (uint32_t r = 0; r < rows; r++)
+    for (uint32_t j = 0; j < n / g; j++) {
+      uint64_t o = (uint64_t)r * n + (uint64_t)j * g;
+      ref_fnuz_group(x + o, g, rule, grp, codes + (uint64_t)r * (n / g) + j);
+      for (uint32_t i = 0; i < g; i++) bytes[o + (even_odd ? eo_pos(i) : i)] = grp[i];
+    }
+}
+
+void hm_ref_act_dequant(hm_arch arch, bool even_odd, const uint8_t *bytes, const uint8_t *codes, uint32_t rows,
+                        uint32_t n, uint32_t g, float *out) {
+  if (arch != HM_ARCH_GFX942) {
+    hm_ref_mx8_dequant(bytes, codes, rows, n, g, out);
+    return;
+  }
+  for (uint32_t r = 0; r < rows; r++)
+    for (uint32_t i = 0; i < n; i++) {
+      uint64_t o = (uint64_t)r * n;
+      out[o + i] = fmt_e4m3fnuz_decode(bytes[o + (even_odd ? eo_pos(i) : i)]) *
+                   fmt_e8m0_decode(codes[(uint64_t)r * (n / g) + i / g]);
+    }
+}
+
+hm_dtype ref_act_dtype(hm_arch arch) { return arch == HM_ARCH_GFX942 ? HM_DT_U8 : HM_DT_E4M3; }
 
 /* ---------------------------------------------------------------- K-step sums */
 
@@ -166,18 +223,46 @@ void hm_wave_chains(uint8_t *chain, uint32_t steps) {
   for (uint32_t s = 0; s < steps; s++) chain[s] = (uint8_t)(s % 8);
 }
 
-hm_status hm_mx8_gemv(const uint8_t *w, const uint8_t *ws, uint32_t K, uint32_t k0, uint32_t kn, uint32_t r0,
-                      uint32_t n, const uint8_t *chain, uint32_t nchain, const float *X, size_t ldx, uint32_t S,
-                      float *y) {
+void hm_gemv16_arch(hm_arch arch, const float *WT, uint32_t K, const uint8_t *chain, uint32_t nchain, const float *X,
+                    size_t ldx, uint32_t T, float *out) {
+  if (arch != HM_ARCH_GFX942) {
+    hm_gemv16(WT, K, 128, chain, nchain, X, ldx, T, out);
+    return;
+  }
+  uint8_t blocks[HM_REF_MAX_STEPS * 4]; /* callers check K against HM_REF_MAX_STEPS steps */
+  for (uint32_t b = 0; b < (K + 31) / 32; b++) blocks[b] = chain[b / 4];
+  hm_gemv16(WT, K, 32, blocks, nchain, X, ldx, T, out);
+}
+
+hm_status ref_dense_get(const hm_layer_weights *w, const char *name, uint32_t N, uint32_t K, ref_dense *d) {
+  char sn[HM_TENSOR_NAME];
+  snprintf(sn, sizeof sn, "%s_s", name);
+  const bool g942 = w->arch == HM_ARCH_GFX942;
+  const uint32_t Kp = g942 ? hm_dense942_kpad(K) : K;
+  *d = (ref_dense){NULL, NULL, N, K, w->arch};
+  d->w = hm_wdata(w, name, g942 ? HM_DT_U8 : HM_DT_E4M3, (uint64_t)N * Kp);
+  if (d->w) d->s = hm_wdata(w, sn, HM_DT_E8M0, (uint64_t)N / 32 * (Kp / 32));
+  return d->s ? HM_OK : HM_ERR_INVALID_ARG;
+}
+
+void ref_dense_rows(const ref_dense *d, uint32_t r0, uint32_t nr, float *out) {
+  if (d->arch == HM_ARCH_GFX942) hm_mx8_942_decode_rows(d->w, d->s, d->K, r0, nr, out);
+  else hm_mx8_decode_rows(d->w, d->s, d->K, r0, nr, out);
+}
+
+hm_status hm_mx8_gemv(const ref_dense *d, uint32_t k0, uint32_t kn, uint32_t r0, uint32_t n, const uint8_t *chain,
+                      uint32_t nchain, const float *X, size_t ldx, uint32_t S, float *y) {
+  const uint32_t K = d->K;
+  if ((kn + 127) / 128 > HM_REF_MAX_STEPS) return hm_fail(HM_ERR_INVALID_ARG, "GEMV K %u", kn);
   float *W = hm_ref_alloc((size_t)HM_RB * K * sizeof(float)), *WT = hm_ref_alloc_aligned((size_t)HM_RB * kn * sizeof(float));
   float *o = hm_ref_alloc((size_t)HM_RB * S * sizeof(float));
   hm_status st = HM_ERR_NO_MEMORY;
   if (W && WT && o) {
     for (uint32_t b = 0; b < n; b += HM_RB) {
       uint32_t nr = n - b < HM_RB ? n - b : HM_RB;
-      hm_mx8_decode_rows(w, ws, K, r0 + b, nr, W);
+      ref_dense_rows(d, r0 + b, nr, W);
       hm_transpose16(W + k0, K, nr, kn, WT);
-      hm_gemv16(WT, kn, 128, chain, nchain, X, ldx, S, o);
+      hm_gemv16_arch(d->arch, WT, kn, chain, nchain, X, ldx, S, o);
       memcpy(y + (size_t)b * S, o, (size_t)nr * S * sizeof(float));
     }
     st = HM_OK;
@@ -227,7 +312,8 @@ const void *hm_wdata(const hm_layer_weights *w, const char *name, hm_dtype dt, u
   return t->data;
 }
 
-hm_status hm_ref_linear_fp8(const uint8_t *w, const uint8_t *ws, uint32_t N, uint32_t K, const float *x, float *y) {
+hm_status ref_linear_fp8(const ref_dense *d, const float *x, float *y) {
+  const uint32_t N = d->N, K = d->K;
   float *W = hm_ref_alloc((size_t)K * sizeof(float)), *qa = hm_ref_alloc((size_t)K * sizeof(float));
   uint8_t *q8 = hm_ref_alloc(K), *qs = hm_ref_alloc(K / 32 ? K / 32 : 1);
   hm_status st = HM_ERR_NO_MEMORY;
@@ -235,7 +321,7 @@ hm_status hm_ref_linear_fp8(const uint8_t *w, const uint8_t *ws, uint32_t N, uin
     hm_ref_mx8_quant(x, 1, K, 32, FMT_RULE_A, q8, qs);
     hm_ref_mx8_dequant(q8, qs, 1, K, 32, qa);
     for (uint32_t n = 0; n < N; n++) {
-      hm_mx8_decode_rows(w, ws, K, n, 1, W);
+      ref_dense_rows(d, n, 1, W);
       float acc = 0.0f;
       for (uint32_t b = 0; b < K / 32; b++) {
         float p = 0.0f;
@@ -248,4 +334,9 @@ hm_status hm_ref_linear_fp8(const uint8_t *w, const uint8_t *ws, uint32_t N, uin
   }
   free(W), free(qa), free(q8), free(qs);
   return st;
+}
+
+hm_status hm_ref_linear_fp8(const uint8_t *w, const uint8_t *ws, uint32_t N, uint32_t K, const float *x, float *y) {
+  const ref_dense d = {w, ws, N, K, HM_ARCH_GFX950};
+  return ref_linear_fp8(&d, x, y);
 }

@@ -8,6 +8,9 @@
 
 #include "hm_ref.h"
 
+/* 128-wide K steps a GEMV row at most (K <= 131072; the chain tables on the stack) */
+#define HM_REF_MAX_STEPS 1024
+
 /* activation rows a GEMV helper takes at once (its stack buffers) */
 #define HM_TBLOCK 256
 
@@ -45,11 +48,43 @@ float hm_butterfly(float *v, const uint32_t *offs, uint32_t n);
 /* GEMV chain tables: the §2.0 K order (step s on wave s % 8) */
 void hm_wave_chains(uint8_t *chain, uint32_t steps);
 
-/* y[r*S + t] = the GEMV of MXFP8 rows r0..r0+n-1 of [N, K] (K-column slice [k0, k0+kn) of each
- * row) against X [S][ldx] (already offset to k0), in `chain` order (nchain chains), f32. */
-hm_status hm_mx8_gemv(const uint8_t *w, const uint8_t *ws, uint32_t K, uint32_t k0, uint32_t kn, uint32_t r0,
-                      uint32_t n, const uint8_t *chain, uint32_t nchain, const float *X, size_t ldx, uint32_t S,
-                      float *y);
+/* hm_gemv16 for a narrow-format GEMV of w's arch, `chain` given per 128-wide K step (the §2.0
+ * order). gfx950: one scaled MFMA a step, its products summed from the first. gfx942 (§2.6): the
+ * step's 32-wide blocks in K order (a ragged step has fewer), each an unscaled MFMA from a zero
+ * accumulator whose sum then goes into the step's chain, acc = fma(block, 2^(ca+cb-254), acc):
+ * the block's products carry their scales here (powers of two, so the block sums to the same
+ * value times the factor) and the add is that fma's one rounding. Dense MXFP8 and routed FP4
+ * (FNUZ bytes e2m1 x 2^-7, factor 2^(cw+7+cx-254)) alike: one place for both arches' GEMVs. */
+void hm_gemv16_arch(hm_arch arch, const float *WT, uint32_t K, const uint8_t *chain, uint32_t nchain, const float *X,
+                    size_t ldx, uint32_t T, float *out);
+
+/* A dense MXFP8 linear [N, K] as w's arch stores it: gfx950 OCP e4m3 [N, K] + codes [N/32, K/32]
+ * (§4.1), gfx942 FNUZ bytes tile-major (u8 [N, Kp]) + codes [N/32, Kp/32] (§4.4). */
+typedef struct ref_dense {
+  const uint8_t *w, *s;
+  uint32_t N, K;
+  hm_arch arch;
+} ref_dense;
+/* w's `name` and `name`_s, dtypes and sizes checked for its arch (failure recorded otherwise) */
+hm_status ref_dense_get(const hm_layer_weights *w, const char *name, uint32_t N, uint32_t K, ref_dense *d);
+/* rows r0..r0+nr-1 as values [nr][K] (the same values on either arch) */
+void ref_dense_rows(const ref_dense *d, uint32_t r0, uint32_t nr, float *out);
+
+/* y[r*S + t] = the GEMV of rows r0..r0+n-1 of d (K-column slice [k0, k0+kn) of each row) against
+ * X [S][ldx] (already offset to k0), `chain` per 128-wide step (nchain chains), f32, in d's
+ * arch's order (hm_gemv16_arch). */
+hm_status hm_mx8_gemv(const ref_dense *d, uint32_t k0, uint32_t kn, uint32_t r0, uint32_t n, const uint8_t *chain,
+                      uint32_t nchain, const float *X, size_t ldx, uint32_t S, float *y);
+
+/* REF's Linear (hm_ref_linear_fp8) on a dense weight of either arch */
+hm_status ref_linear_fp8(const ref_dense *d, const float *x, float *y);
+
+/* One group of n values quantised as gfx942's kernels do (§2.6): the rule's code against max 224,
+ * FNUZ bytes of x * mul(code) clamped to +-224 (n <= 64). */
+void ref_fnuz_group(const float *x, uint32_t n, int rule, uint8_t *bytes, uint8_t *code);
+
+/* the dtype of quantised activation bytes in the trace: OCP e4m3 (gfx950), FNUZ as u8 (gfx942) */
+hm_dtype ref_act_dtype(hm_arch arch);
 
 /* allocation that records a failure */
 void *hm_ref_alloc(size_t bytes);

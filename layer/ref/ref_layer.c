@@ -29,11 +29,12 @@ hm_status hm_ref_engram(const hm_layer_weights *w, uint32_t S, const hm_source *
   const uint32_t D = c->hidden, hd = c->engram_head_dim, nrow = c->engram_heads * c->engram_ngram, K = nrow * hd;
   const uint32_t N = (HM_HC + 1) * D;
   if (!table || !hashes || !res) return hm_fail(HM_ERR_INVALID_ARG, "Engram: needs the table, hashes and residual");
-  const uint8_t *wk = hm_wdata(w, "engram_wkv", HM_DT_E4M3, (uint64_t)N * K);
-  const uint8_t *wks = hm_wdata(w, "engram_wkv_s", HM_DT_E8M0, (uint64_t)N / 32 * (K / 32));
-  const uint16_t *qw = hm_wdata(w, "engram_q", HM_DT_BF16, (uint64_t)HM_HC * D);
-  const uint16_t *kw = hm_wdata(w, "engram_k", HM_DT_BF16, (uint64_t)HM_HC * D);
-  if (!wk || !wks || !qw || !kw) return hm_fail_prefix(HM_ERR_INVALID_ARG, "Engram");
+  /* vLLM's op on either GPU: a gfx942 copy of wkv gives the same values */
+  ref_dense wk;
+  const uint16_t *qw = NULL, *kw = NULL;
+  if (ref_dense_get(w, "engram_wkv", N, K, &wk) == HM_OK && (qw = hm_wdata(w, "engram_q", HM_DT_BF16, (uint64_t)HM_HC * D)))
+    kw = hm_wdata(w, "engram_k", HM_DT_BF16, (uint64_t)HM_HC * D);
+  if (!kw) return hm_fail_prefix(HM_ERR_INVALID_ARG, "Engram");
   char wname[HM_TENSOR_NAME], sname[HM_TENSOR_NAME], prefix[32];
   hm_config_prefix(c, prefix, sizeof prefix);
   snprintf(wname, sizeof wname, "%sengram.embed.weight", prefix);
@@ -56,7 +57,7 @@ hm_status hm_ref_engram(const hm_layer_weights *w, uint32_t S, const hm_source *
       for (uint32_t j = 0; j < hd; j++) E[i * hd + j] = tab[rb[j]] * fmt_e8m0_decode(rs[j / 32]);
     }
     if (e_out) memcpy(e_out + (size_t)t * K, E, (size_t)K * sizeof(float));
-    if ((st = hm_ref_linear_fp8(wk, wks, N, K, E, kv)) != HM_OK) goto out;
+    if ((st = ref_linear_fp8(&wk, E, kv)) != HM_OK) goto out;
     float *X = res + (size_t)t * HM_HC * D;
     const float *val = kv + (size_t)HM_HC * D;
     bool text = !mask || mask[t];
@@ -100,8 +101,11 @@ static hm_status k1(const hm_layer_weights *w, uint32_t tp, const hm_ref_k1_in *
   const uint32_t S = k->S, D = c->hidden, Q = c->q_lora;
   hm_status st = HM_OK;
   for (uint32_t r = 0; r < tp; r++)
-    if (w[r].rank != r || w[r].dims.tp != tp || !(w[r].parts & HM_WPART_ATTN))
-      return hm_fail(HM_ERR_INVALID_ARG, "K1: weights %u are not rank %u of %u with attention", r, r, tp);
+    if (w[r].rank != r || w[r].dims.tp != tp || !(w[r].parts & HM_WPART_ATTN) || w[r].arch != w[0].arch)
+      return hm_fail(HM_ERR_INVALID_ARG, "K1: weights %u are not rank %u of %u with attention for rank 0's GPU", r, r,
+                     tp);
+  const hm_arch arch = w[0].arch;
+  const hm_dtype adt = ref_act_dtype(arch);
   if (S < 1 || S > HM_MAX_ROWS) return hm_fail(HM_ERR_INVALID_ARG, "K1: %u rows (1..%d)", S, HM_MAX_ROWS);
   if (!k->res || !k->pre || (k->x && (!k->post || !k->comb)) || !in || !in->positions || !in->slot_mapping ||
       !in->swa_indices || !in->swa_lens || !in->token_to_req)
@@ -134,21 +138,27 @@ static hm_status k1(const hm_layer_weights *w, uint32_t tp, const hm_ref_k1_in *
   if ((st = hm_ref_seam(c, S, k->x, k->res, k->post, k->comb, k->pre, fn, scale, base, anorm, &so)) != HM_OK) return st;
   uint8_t *x8, *x8s, *qx8, *qx8s, *rec;
   float *qkv, *qn, *kn;
-  TRY(x8 = hm_trace_u8(tr, "k1.x8", HM_DT_E4M3, S, D, 0));
+  TRY(x8 = hm_trace_u8(tr, "k1.x8", adt, S, D, 0));
   TRY(x8s = hm_trace_u8(tr, "k1.x8_s", HM_DT_E8M0, S, D / 32, 0));
-  hm_ref_mx8_quant(so.normed, S, D, 32, FMT_RULE_V, x8, x8s);
+  hm_ref_act_quant(arch, false, so.normed, S, D, 32, FMT_RULE_V, x8, x8s);
   TRY(qkv = hm_trace_f32(tr, "k1.qkv", S, Q + HM_HEAD_DIM, 0));
   if ((st = hm_ref_qkv(w0, S, x8, x8s, qkv)) != HM_OK) return st;
   TRY(qn = hm_trace_f32(tr, "k1.qn", S, Q, 0));
   hm_ref_q_norm(S, Q, qkv, qnw, c->eps, qn);
-  TRY(qx8 = hm_trace_u8(tr, "k1.qx8", HM_DT_E4M3, S, Q, 0));
+  TRY(qx8 = hm_trace_u8(tr, "k1.qx8", adt, S, Q, 0));
   TRY(qx8s = hm_trace_u8(tr, "k1.qx8_s", HM_DT_E8M0, S, Q / 32, 0));
-  hm_ref_mx8_quant(qn, S, Q, 32, FMT_RULE_V, qx8, qx8s);
+  hm_ref_act_quant(arch, false, qn, S, Q, 32, FMT_RULE_V, qx8, qx8s);
   TRY(kn = hm_trace_f32(tr, "k1.kv", S, HM_HEAD_DIM, 0));
   hm_ref_kv_norm_rope(S, Q, qkv, kvw, c->eps, cs->data, in->positions, kn);
   TRY(rec = hm_trace_u8(tr, "k1.record", HM_DT_U8, S, HM_RECORD, 0));
   for (uint32_t t = 0; t < S; t++) {
-    hm_ref_kv_record(kn + (size_t)t * HM_HEAD_DIM, rec + (size_t)t * HM_RECORD, rec + (size_t)t * HM_RECORD + HM_RECORD_DATA);
+    /* the SWA cache follows the GPU's fp8: FNUZ on gfx942 (§2.6) */
+    if (arch == HM_ARCH_GFX942)
+      hm_ref_kv_record_fnuz(kn + (size_t)t * HM_HEAD_DIM, rec + (size_t)t * HM_RECORD,
+                            rec + (size_t)t * HM_RECORD + HM_RECORD_DATA);
+    else
+      hm_ref_kv_record(kn + (size_t)t * HM_HEAD_DIM, rec + (size_t)t * HM_RECORD,
+                       rec + (size_t)t * HM_RECORD + HM_RECORD_DATA);
     if (in->slot_mapping[t] >= 0 &&
         (st = hm_ref_kv_insert(&in->swa, in->slot_mapping[t], rec + (size_t)t * HM_RECORD,
                                rec + (size_t)t * HM_RECORD + HM_RECORD_DATA)) != HM_OK)
@@ -263,7 +273,8 @@ static hm_status step(const hm_layer_weights *w, uint32_t tp, ref_ranks *ffn, co
   const int32_t *kt = hm_tset_find(tr, "k1.kt")->data, *klen = hm_tset_find(tr, "k1.klen")->data;
 
   /* ---- per rank: wq_b, attention, wo_a, wo_b */
-  const uint32_t ck = hm_attn_chunk_keys(tp, S, false), nch = HM_KEYS / ck;
+  const hm_arch arch = w[0].arch;
+  const uint32_t ck = hm_attn_chunk_keys(tp, S, arch == HM_ARCH_GFX942), nch = HM_KEYS / ck;
   float *parts[HM_LAYER_MAX_TP];
   char n[64];
   for (uint32_t r = 0; r < tp; r++) {
@@ -280,11 +291,11 @@ static hm_status step(const hm_layer_weights *w, uint32_t tp, ref_ranks *ffn, co
     TRY(ao.l = hm_trace_f32(tr, NAME("attn.l"), S, nch, d->heads));
     TRY(ao.oc = hm_tset_new(tr, NAME("attn.oc"), HM_DT_F32, S, nch, d->heads, HM_HEAD_DIM));
     if ((st = hm_ref_attention(&w[r], S, q, kt, klen, &in->swa, &in->comp, in->positions, ck, &ao)) != HM_OK) return st;
-    TRY(xo = hm_trace_u8(tr, NAME("attn.xo"), HM_DT_E4M3, S, (uint64_t)d->heads * HM_HEAD_DIM, 0));
+    TRY(xo = hm_trace_u8(tr, NAME("attn.xo"), ref_act_dtype(arch), S, (uint64_t)d->heads * HM_HEAD_DIM, 0));
     TRY(xos = hm_trace_u8(tr, NAME("attn.xo_s"), HM_DT_E8M0, S, (uint64_t)d->heads * HM_HEAD_DIM / 32, 0));
-    hm_ref_mx8_quant(ao.y, S, d->heads * HM_HEAD_DIM, 32, FMT_RULE_V, xo, xos);
+    hm_ref_act_quant(arch, false, ao.y, S, d->heads * HM_HEAD_DIM, 32, FMT_RULE_V, xo, xos);
     TRY(z = hm_trace_f32(tr, NAME("wo_a.z"), S, d->o_rows, 0));
-    TRY(x8b = hm_trace_u8(tr, NAME("wo_a.x8b"), HM_DT_E4M3, S, d->o_rows, 0));
+    TRY(x8b = hm_trace_u8(tr, NAME("wo_a.x8b"), ref_act_dtype(arch), S, d->o_rows, 0));
     TRY(x8bs = hm_trace_u8(tr, NAME("wo_a.x8b_s"), HM_DT_E8M0, S, d->o_rows / 32, 0));
     if ((st = hm_ref_wo_a(&w[r], S, xo, xos, z, x8b, x8bs)) != HM_OK) return st;
     TRY(parts[r] = hm_trace_f32(tr, NAME("wo_b.part"), S, D, 0));

@@ -15,6 +15,13 @@
 
 hm_status hm_ref_router_logits(uint32_t S, uint32_t D, uint32_t E, const uint16_t *gate_w, const float *x,
                                float *logits) {
+  return hm_ref_router_logits_arch(HM_ARCH_GFX950, S, D, E, gate_w, x, logits);
+}
+
+hm_status hm_ref_router_logits_arch(hm_arch arch, uint32_t S, uint32_t D, uint32_t E, const uint16_t *gate_w,
+                                    const float *x, float *logits) {
+  /* gfx942 has no 16x16x32 bf16 MFMA: a step is two 16x16x16, each added to the chain */
+  const uint32_t sub = arch == HM_ARCH_GFX942 ? ROUTER_STEP / 2 : ROUTER_STEP;
   const uint32_t qk = D / ROUTER_PARTS, qsteps = qk / ROUTER_STEP;
   if (D % (ROUTER_PARTS * ROUTER_STEP)) return hm_fail(HM_ERR_INVALID_ARG, "router: hidden %u", D);
   float *wr = hm_ref_alloc((size_t)D * sizeof(float));
@@ -29,11 +36,11 @@ hm_status hm_ref_router_logits(uint32_t S, uint32_t D, uint32_t E, const uint16_
         for (int v = 0; v < 8; v++)
           for (uint32_t t = 0; t < n; t++) wave[v][t] = 0.0f;
         /* in quarter p, wave w takes 32-wide steps w, w+8, ... */
-        for (uint32_t s = 0; s < qsteps; s++) {
-          uint32_t k0 = p * qk + s * ROUTER_STEP;
-          hm_step_sums(wr, x + (uint64_t)t0 * D, D, n, k0, k0 + ROUTER_STEP, st);
-          for (uint32_t t = 0; t < n; t++) wave[s % 8][t] = wave[s % 8][t] + st[t];
-        }
+        for (uint32_t s = 0; s < qsteps; s++)
+          for (uint32_t k0 = p * qk + s * ROUTER_STEP; k0 < p * qk + (s + 1) * ROUTER_STEP; k0 += sub) {
+            hm_step_sums(wr, x + (uint64_t)t0 * D, D, n, k0, k0 + sub, st);
+            for (uint32_t t = 0; t < n; t++) wave[s % 8][t] = wave[s % 8][t] + st[t];
+          }
         for (uint32_t t = 0; t < n; t++) {
           float a = wave[0][t];
           for (int v = 1; v < 8; v++) a = a + wave[v][t];
@@ -110,16 +117,15 @@ float hm_ref_routed_act(float g, float u, float limit) {
 
 /* ---------------------------------------------------------------- shared expert */
 
-#define MAX_STEPS 1024 /* 128-wide K steps a GEMV row at most (K <= 131072) */
+#define MAX_STEPS HM_REF_MAX_STEPS
 
-/* y[r*S + t] = bf16 of the §2.0 GEMV of MXFP8 rows r0..r0+n-1 of [N, K] against X [S][K] */
-static hm_status mx8_gemv_bf16(const uint8_t *w, const uint8_t *ws, uint32_t K, uint32_t r0, uint32_t n,
-                               const float *X, uint32_t S, float *y) {
+/* y[r*S + t] = bf16 of the §2.0 GEMV of rows r0..r0+n-1 of d against X [S][K] */
+static hm_status mx8_gemv_bf16(const ref_dense *d, uint32_t r0, uint32_t n, const float *X, uint32_t S, float *y) {
   uint8_t chain[MAX_STEPS];
-  const uint32_t steps = (K + 127) / 128;
+  const uint32_t K = d->K, steps = (K + 127) / 128;
   if (steps > MAX_STEPS) return hm_fail(HM_ERR_INVALID_ARG, "GEMV K %u", K);
   hm_wave_chains(chain, steps);
-  hm_status st = hm_mx8_gemv(w, ws, K, 0, K, r0, n, chain, 8, X, K, S, y);
+  hm_status st = hm_mx8_gemv(d, 0, K, r0, n, chain, 8, X, K, S, y);
   if (st == HM_OK)
     for (uint64_t i = 0; i < (uint64_t)n * S; i++) y[i] = fmt_round_bf16(y[i]);
   return st;
@@ -128,18 +134,16 @@ static hm_status mx8_gemv_bf16(const uint8_t *w, const uint8_t *ws, uint32_t K, 
 hm_status hm_ref_shared_expert(const hm_layer_weights *w, uint32_t S, const uint8_t *x8, const uint8_t *x8s,
                                float *gate, float *up, float *smid, uint8_t *smq, uint8_t *smc, float *shared) {
   const uint32_t D = w->cfg.hidden, Sh = w->dims.shared_inter;
-  const uint8_t *sgu = hm_wdata(w, "sgu", HM_DT_E4M3, 2ull * Sh * D);
-  const uint8_t *sgu_s = hm_wdata(w, "sgu_s", HM_DT_E8M0, 2ull * Sh / 32 * (D / 32));
-  const uint8_t *sw2 = hm_wdata(w, "sw2", HM_DT_E4M3, (uint64_t)D * Sh);
-  const uint8_t *sw2_s = hm_wdata(w, "sw2_s", HM_DT_E8M0, (uint64_t)D / 32 * (Sh / 32));
-  if (!sgu || !sgu_s || !sw2 || !sw2_s) return hm_fail_prefix(HM_ERR_INVALID_ARG, "shared expert");
+  ref_dense sgu, sw2;
+  if (ref_dense_get(w, "sgu", 2 * Sh, D, &sgu) != HM_OK || ref_dense_get(w, "sw2", D, Sh, &sw2) != HM_OK)
+    return hm_fail_prefix(HM_ERR_INVALID_ARG, "shared expert");
   float *X = hm_ref_alloc((size_t)S * D * sizeof(float)), *gu = hm_ref_alloc((size_t)2 * Sh * S * sizeof(float));
   float *X2 = hm_ref_alloc((size_t)S * Sh * sizeof(float)), *y = hm_ref_alloc((size_t)D * S * sizeof(float));
   hm_status st = HM_ERR_NO_MEMORY;
   if (!X || !gu || !X2 || !y) goto out;
-  hm_ref_mx8_dequant(x8, x8s, S, D, 32, X);
+  hm_ref_act_dequant(w->arch, false, x8, x8s, S, D, 32, X);
   /* gate rows 0..Sh-1 and up rows Sh..2Sh-1 of sgu, §2.0 K order; g = bf16, u = bf16 */
-  if ((st = mx8_gemv_bf16(sgu, sgu_s, D, 0, 2 * Sh, X, S, gu)) != HM_OK) goto out;
+  if ((st = mx8_gemv_bf16(&sgu, 0, 2 * Sh, X, S, gu)) != HM_OK) goto out;
   for (uint32_t t = 0; t < S; t++)
     for (uint32_t i = 0; i < Sh; i++) {
       float g = gu[(uint64_t)i * S + t], u = gu[(uint64_t)(Sh + i) * S + t];
@@ -148,10 +152,10 @@ hm_status hm_ref_shared_expert(const hm_layer_weights *w, uint32_t S, const uint
       smid[(uint64_t)t * Sh + i] = hm_ref_shared_act(g, u, w->cfg.swiglu_limit);
     }
   /* SMQ: rule V over 32 columns (the code, not the docstring's quantize_fp8, §2.4) */
-  hm_ref_mx8_quant(smid, S, Sh, 32, FMT_RULE_V, smq, smc);
-  hm_ref_mx8_dequant(smq, smc, S, Sh, 32, X2);
+  hm_ref_act_quant(w->arch, false, smid, S, Sh, 32, FMT_RULE_V, smq, smc);
+  hm_ref_act_dequant(w->arch, false, smq, smc, S, Sh, 32, X2);
   /* shared down: bf16(row_sum) over K = Sh in the §2.0 K order (a ragged last step is zero) */
-  if ((st = mx8_gemv_bf16(sw2, sw2_s, Sh, 0, D, X2, S, y)) != HM_OK) goto out;
+  if ((st = mx8_gemv_bf16(&sw2, 0, D, X2, S, y)) != HM_OK) goto out;
   for (uint32_t r = 0; r < D; r++)
     for (uint32_t t = 0; t < S; t++) shared[(uint64_t)t * D + r] = y[(uint64_t)r * S + t];
   st = HM_OK;
@@ -178,11 +182,14 @@ hm_status hm_ref_routed_experts(const hm_layer_weights *w, uint32_t S, const uin
                                 const int32_t *ids, float *mid, uint8_t *midq, uint8_t *midc, float *contrib) {
   const hm_layer_config *c = &w->cfg;
   const uint32_t D = c->hidden, E = c->experts, k = c->topk, I = w->dims.inter_pad, Ir = w->dims.inter;
-  const uint32_t P = S * k, steps = D / 128, isteps = I / 128;
-  if (!hm_wdata(w, "w13", HM_DT_FP4X2, (uint64_t)E * 2 * I * D / 2) ||
-      !hm_wdata(w, "w13_s", HM_DT_E8M0, (uint64_t)E * 2 * I * (D / 32)) ||
-      !hm_wdata(w, "w2", HM_DT_FP4X2, (uint64_t)E * D * I / 2) ||
-      !hm_wdata(w, "w2_s", HM_DT_E8M0, (uint64_t)E * D * w->dims.w2_scale_cols))
+  /* gfx942 keeps only the real Ir columns (§4.4): its down GEMV's K is Ir (a last half step) */
+  const bool g942 = w->arch == HM_ARCH_GFX942;
+  const uint32_t P = S * k, steps = D / 128, Iw = g942 ? Ir : I, isteps = (Iw + 127) / 128;
+  const uint64_t w2_scales = g942 ? Ir / 32 : w->dims.w2_scale_cols;
+  if (!hm_wdata(w, "w13", HM_DT_FP4X2, (uint64_t)E * 2 * Iw * D / 2) ||
+      !hm_wdata(w, "w13_s", HM_DT_E8M0, (uint64_t)E * 2 * Iw * (D / 32)) ||
+      !hm_wdata(w, "w2", HM_DT_FP4X2, (uint64_t)E * D * Iw / 2) ||
+      !hm_wdata(w, "w2_s", HM_DT_E8M0, (uint64_t)E * D * w2_scales))
     return hm_fail_prefix(HM_ERR_INVALID_ARG, "routed experts");
   if (S < 1 || S > HM_TBLOCK) return hm_fail(HM_ERR_INVALID_ARG, "routed experts: %u rows (1..%d)", S, HM_TBLOCK);
   if (steps > MAX_STEPS) return hm_fail(HM_ERR_INVALID_ARG, "routed experts: hidden %u", D);
@@ -201,7 +208,7 @@ hm_status hm_ref_routed_experts(const hm_layer_weights *w, uint32_t S, const uin
   uint32_t *picks = hm_ref_alloc((size_t)S * sizeof(uint32_t));
   hm_status status = HM_ERR_NO_MEMORY;
   if (!X || !Xe || !W || !WT || !gv || !uv || !M || !picks) goto out;
-  hm_ref_mx8_dequant(x8r, x8rs, S, D, 32, X);
+  hm_ref_act_dequant(w->arch, g942, x8r, x8rs, S, D, 32, X);
   memset(mid, 0, (size_t)P * I * sizeof(float)); /* the padding: parts never run (§2.4) */
   for (uint32_t e = 0; e < E; e++) {
     /* the picks of expert e (at most one a token), in token order; their activations gathered */
@@ -219,10 +226,10 @@ hm_status hm_ref_routed_experts(const hm_layer_weights *w, uint32_t S, const uin
       uint32_t nr = Ir - i0 < HM_RB ? Ir - i0 : HM_RB;
       hm_w13_decode(w, e, false, i0, nr, W);
       hm_transpose16(W, D, nr, D, WT);
-      hm_gemv16(WT, D, 128, ug_chain, nsl, Xe, D, np, gv);
+      hm_gemv16_arch(w->arch, WT, D, ug_chain, nsl, Xe, D, np, gv);
       hm_w13_decode(w, e, true, i0, nr, W);
       hm_transpose16(W, D, nr, D, WT);
-      hm_gemv16(WT, D, 128, ug_chain, nsl, Xe, D, np, uv);
+      hm_gemv16_arch(w->arch, WT, D, ug_chain, nsl, Xe, D, np, uv);
       for (uint32_t r = 0; r < nr; r++)
         for (uint32_t q = 0; q < np; q++)
           mid[(size_t)picks[q] * I + i0 + r] = hm_ref_routed_act(gv[r * np + q], uv[r * np + q], c->swiglu_limit);
@@ -230,11 +237,12 @@ hm_status hm_ref_routed_experts(const hm_layer_weights *w, uint32_t S, const uin
   }
   /* MID: rule A over each 32-column group; groups wholly in the padding are never written
    * (bytes zero, code 0 here; the kernels mask them) */
-  hm_ref_mx8_quant(mid, P, I, 32, FMT_RULE_A, midq, midc);
+  hm_ref_act_quant(w->arch, g942, mid, P, I, 32, FMT_RULE_A, midq, midc);
   for (uint32_t p = 0; p < P; p++)
     for (uint32_t g = (Ir + 31) / 32; g < I / 32; g++) midc[(size_t)p * (I / 32) + g] = 0;
-  hm_ref_mx8_dequant(midq, midc, P, I, 32, M);
-  /* down: per pick, K = I in 128 steps, even steps on accumulator A, odd on B, contrib = A + B */
+  hm_ref_act_dequant(w->arch, g942, midq, midc, P, I, 32, M);
+  /* down: per pick, K = I (gfx942: Ir) in 128 steps, even steps on accumulator A, odd on B,
+   * contrib = A + B */
   for (uint32_t e = 0; e < E; e++) {
     uint32_t np = 0;
     for (uint32_t p = 0; p < P; p++)
@@ -246,8 +254,8 @@ hm_status hm_ref_routed_experts(const hm_layer_weights *w, uint32_t S, const uin
     if (!np) continue;
     for (uint32_t r0 = 0; r0 < D; r0 += HM_RB) {
       hm_w2_decode(w, e, r0, HM_RB, W);
-      hm_transpose16(W, I, HM_RB, I, WT);
-      hm_gemv16(WT, I, 128, ab_chain, 2, Xe, I, np, gv);
+      hm_transpose16(W, I, HM_RB, Iw, WT);
+      hm_gemv16_arch(w->arch, WT, Iw, ab_chain, 2, Xe, I, np, gv);
       for (uint32_t r = 0; r < HM_RB; r++)
         for (uint32_t q = 0; q < np; q++) contrib[(size_t)picks[q] * D + r0 + r] = gv[r * np + q];
     }
@@ -300,6 +308,8 @@ static hm_status check_rank(const hm_layer_weights *w, const hm_layer_weights *w
   if (!(w->parts & HM_WPART_FFN)) return hm_fail(HM_ERR_INVALID_ARG, "reference: rank %u has no FFN weights", r);
   if (w->cfg.layer != w0->cfg.layer || w->cfg.experts != w0->cfg.experts)
     return hm_fail(HM_ERR_INVALID_ARG, "reference: ranks hold different layers");
+  if (w->arch != w0->arch)
+    return hm_fail(HM_ERR_INVALID_ARG, "reference: rank %u's weights are for another GPU than rank 0's", r);
   return HM_OK;
 }
 
@@ -330,18 +340,21 @@ static hm_status moe(ref_ranks *k, uint32_t S, const float *normed, hm_tensor_se
   const hm_layer_weights *w0;
   if ((st = ref_ranks_get(k, 0, &w0)) != HM_OK || (st = check_rank(w0, w0, 0, tp)) != HM_OK) return st;
   const hm_layer_config c = w0->cfg; /* a copy: w0 goes when rank 1 is built */
+  const hm_arch arch = w0->arch;
+  const hm_dtype adt = ref_act_dtype(arch);
   const uint32_t D = c.hidden, E = c.experts, kk = c.topk;
   char n[64];
   /* xq (§2.4): rule A for the routed experts, rule V for the shared expert */
   uint8_t *x8r, *x8rs, *x8, *x8s;
   float *logits, *scores, *rw, *parts[HM_LAYER_MAX_TP], *out;
   int32_t *ids;
-  TRY(x8r = hm_trace_u8(trace, "moe.x8r", HM_DT_E4M3, S, D, 0));
+  TRY(x8r = hm_trace_u8(trace, "moe.x8r", adt, S, D, 0));
   TRY(x8rs = hm_trace_u8(trace, "moe.x8r_s", HM_DT_E8M0, S, D / 32, 0));
-  TRY(x8 = hm_trace_u8(trace, "moe.x8", HM_DT_E4M3, S, D, 0));
+  TRY(x8 = hm_trace_u8(trace, "moe.x8", adt, S, D, 0));
   TRY(x8s = hm_trace_u8(trace, "moe.x8_s", HM_DT_E8M0, S, D / 32, 0));
-  hm_ref_mx8_quant(normed, S, D, 32, FMT_RULE_A, x8r, x8rs);
-  hm_ref_mx8_quant(normed, S, D, 32, FMT_RULE_V, x8, x8s);
+  /* gfx942: FNUZ, X8R even-then-odd to match the expanded FP4 weights (§2.6) */
+  hm_ref_act_quant(arch, arch == HM_ARCH_GFX942, normed, S, D, 32, FMT_RULE_A, x8r, x8rs);
+  hm_ref_act_quant(arch, false, normed, S, D, 32, FMT_RULE_V, x8, x8s);
   const uint16_t *gate_w = hm_wdata(w0, "gate_w", HM_DT_BF16, (uint64_t)E * D);
   const float *bias = hm_wdata(w0, "bias", HM_DT_F32, E);
   if (!gate_w || !bias) return hm_fail_prefix(HM_ERR_INVALID_ARG, "router");
@@ -349,13 +362,14 @@ static hm_status moe(ref_ranks *k, uint32_t S, const float *normed, hm_tensor_se
   TRY(scores = hm_trace_f32(trace, "router.scores", S, E, 0));
   TRY(ids = hm_trace_i32(trace, "router.ids", S, kk));
   TRY(rw = hm_trace_f32(trace, "router.weights", S, kk, 0));
-  if ((st = hm_ref_router_logits(S, D, E, gate_w, normed, logits)) != HM_OK) return st;
+  if ((st = hm_ref_router_logits_arch(arch, S, D, E, gate_w, normed, logits)) != HM_OK) return st;
   if ((st = hm_ref_route(S, E, kk, c.route_scale, logits, bias, ids, rw, scores)) != HM_OK) return st;
   for (uint32_t r = 0; r < tp; r++) {
     const hm_layer_weights *wr;
     if ((st = ref_ranks_get(k, r, &wr)) != HM_OK) return st;
-    if (wr->cfg.layer != c.layer || wr->cfg.experts != c.experts || (st = check_rank(wr, wr, r, tp)) != HM_OK)
-      return st != HM_OK ? st : hm_fail(HM_ERR_INVALID_ARG, "reference: ranks hold different layers");
+    if (wr->cfg.layer != c.layer || wr->cfg.experts != c.experts || wr->arch != arch ||
+        (st = check_rank(wr, wr, r, tp)) != HM_OK)
+      return st != HM_OK ? st : hm_fail(HM_ERR_INVALID_ARG, "reference: ranks hold different layers or GPUs");
     const uint32_t Sh = wr->dims.shared_inter, I = wr->dims.inter_pad;
     float *g, *u, *smid, *shared, *mid, *contrib, *routed;
     uint8_t *smq, *smc, *midq, *midc;
@@ -363,15 +377,21 @@ static hm_status moe(ref_ranks *k, uint32_t S, const float *normed, hm_tensor_se
     TRY(g = hm_trace_f32(trace, NAME("shared.gate"), S, Sh, 0));
     TRY(u = hm_trace_f32(trace, NAME("shared.up"), S, Sh, 0));
     TRY(smid = hm_trace_f32(trace, NAME("shared.smid"), S, Sh, 0));
-    TRY(smq = hm_trace_u8(trace, NAME("shared.smq"), HM_DT_E4M3, S, Sh, 0));
+    TRY(smq = hm_trace_u8(trace, NAME("shared.smq"), adt, S, Sh, 0));
     TRY(smc = hm_trace_u8(trace, NAME("shared.smc"), HM_DT_E8M0, S, Sh / 32, 0));
     TRY(shared = hm_trace_f32(trace, NAME("shared.out"), S, D, 0));
     if ((st = hm_ref_shared_expert(wr, S, x8, x8s, g, u, smid, smq, smc, shared)) != HM_OK) return st;
     TRY(mid = hm_trace_f32(trace, NAME("routed.mid"), S, kk, I));
-    TRY(midq = hm_trace_u8(trace, NAME("routed.midq"), HM_DT_E4M3, S, kk, I));
+    TRY(midq = hm_trace_u8(trace, NAME("routed.midq"), adt, S, kk, I));
     TRY(midc = hm_trace_u8(trace, NAME("routed.midc"), HM_DT_E8M0, S, kk, I / 32));
     TRY(contrib = hm_trace_f32(trace, NAME("routed.contrib"), S, kk, D));
     if ((st = hm_ref_routed_experts(wr, S, x8r, x8rs, ids, mid, midq, midc, contrib)) != HM_OK) return st;
+    if (arch == HM_ARCH_GFX942) {
+      /* gfx942's down stage stores each pick's bf16(contrib * w), which the combine adds (§2.6) */
+      float *cw;
+      TRY(cw = hm_trace_f32(trace, NAME("routed.cw"), S, kk, D));
+      for (uint64_t i = 0; i < (uint64_t)S * kk * D; i++) cw[i] = fmt_round_bf16(contrib[i] * rw[i / D]);
+    }
     TRY(routed = hm_trace_f32(trace, NAME("routed.sum"), S, D, 0));
     TRY(parts[r] = hm_trace_f32(trace, NAME("partial"), S, D, 0));
     hm_ref_moe_combine(S, D, kk, contrib, rw, shared, routed, parts[r]);

@@ -207,6 +207,27 @@ uint32_t hm_attn_chunk_keys(uint32_t tp, uint32_t rows, bool gfx942) {
   return (tp == 2 && rows <= 25) ? 64 : 128;
 }
 
+hm_layer_path hm_layer_path_for(const hm_layer_config *c, bool gfx942) {
+  const bool ratio12 = c->compress_ratio == 1 || c->compress_ratio == 2;
+  const bool indexer = hm_config_has(c, HM_ROLE_INDEX_SOURCE), compressor = hm_config_has(c, HM_ROLE_KV_SOURCE);
+  if (hm_config_is_draft(c)) return gfx942 ? HM_PATH_FFN : HM_PATH_VLLM; /* §5.2.3 */
+  if (gfx942 && indexer && ratio12) return HM_PATH_INDEX;                /* §5.2.5 */
+  if (gfx942 && c->compress_ratio == 0 && !indexer && !compressor) return HM_PATH_WINDOW_SEAM; /* §5.2.6 */
+  if (!hm_config_has(c, HM_ROLE_ENGRAM) && !indexer && !compressor && ratio12) return HM_PATH_WHOLE; /* §5.2.7 */
+  return HM_PATH_FFN;
+}
+
+const char *hm_layer_path_name(hm_layer_path p) {
+  switch (p) {
+    case HM_PATH_VLLM: return "vllm";
+    case HM_PATH_FFN: return "ffn";
+    case HM_PATH_WHOLE: return "whole";
+    case HM_PATH_WINDOW_SEAM: return "window seam";
+    case HM_PATH_INDEX: return "index";
+  }
+  return "?";
+}
+
 void hm_config_prefix(const hm_layer_config *c, char *buf, uint32_t size) {
   if (!buf || size == 0) return;
   if (c->layer >= (int32_t)c->n_layers)

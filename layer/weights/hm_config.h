@@ -131,6 +131,26 @@ static inline bool hm_config_is_draft(const hm_layer_config *c) { return hm_conf
  * else 128; gfx942 always 64. */
 uint32_t hm_attn_chunk_keys(uint32_t tp, uint32_t rows, bool gfx942);
 
+/* How mono runs a layer on one GPU (spec/mono.md §1.3, §5.2). */
+typedef enum hm_layer_path {
+  HM_PATH_VLLM = 0,    /* vLLM runs the whole layer (gfx950's draft layers) */
+  HM_PATH_FFN,         /* vLLM's attention, then the FFN launch (K2's FFN half alone) */
+  HM_PATH_WHOLE,       /* K1 then K2: the whole layer */
+  HM_PATH_WINDOW_SEAM, /* gfx942's window layers (ratio 0): the whole layer through the window seam
+                        * (zero x, zero post, identity comb); on an Engram layer vLLM's mHC post and
+                        * Engram first */
+  HM_PATH_INDEX        /* gfx942's index layers: K1's index build, vLLM's compressor (a kv source's)
+                        * and indexer, keylist, then K2 (an Engram layer: Engram first) */
+} hm_layer_path;
+/* The path of cfg's layer on gfx950 or gfx942, from its roles as §5.2 decides: gfx950 runs the
+ * whole layer where it has no Engram, compressor or indexer and a ratio of 1 or 2, the FFN launch
+ * otherwise, and leaves draft layers to vLLM; gfx942 runs draft layers' FFN launch (128/3), index
+ * layers by the index path, window layers (ratio 0, no compressor or indexer) through the window
+ * seam, and otherwise as gfx950. */
+hm_layer_path hm_layer_path_for(const hm_layer_config *cfg, bool gfx942);
+/* "vllm", "ffn", "whole", "window seam", "index" */
+const char *hm_layer_path_name(hm_layer_path p);
+
 /* The layer's checkpoint tensor prefix: "layers.L." for the backbone, "mtp.(L-40)." for the
  * draft layers, as the released checkpoint stores them (docs/checkpoint.md). */
 void hm_config_prefix(const hm_layer_config *cfg, char *buf, uint32_t size);

@@ -125,6 +125,50 @@ START_TEST(ref_layer_files) {
 }
 END_TEST
 
+/* `ref --arch gfx942`: the reference's gfx942 mode on the gfx942 copies (TP 4), the SWA cache FNUZ:
+ * every file says the arch, quantised activations are U8 (FNUZ bytes), and out.x is an in-process
+ * run's on the same generator, step and FNUZ cache, to the bit; without --arch, gfx950's. */
+START_TEST(ref_gfx942_files) {
+  snprintf(dir, sizeof dir, "/tmp/hm_check_XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  char args[512];
+  for (int arch = 0; arch < 2; arch++) {
+    snprintf(args, sizeof args, "ref --config tiny --layer 3 --rows 3 --tp 4 --seed 9 %s--out %s/a%d",
+             arch ? "--arch gfx942 " : "", dir, arch);
+    ck_assert_int_eq(run(args), 0);
+    char sub[8];
+    snprintf(sub, sizeof sub, "a%d", arch);
+    hm_st_file *f = open_in(sub, "k1");
+    ck_assert_str_eq(hm_st_meta(f, "arch"), arch ? "gfx942" : "gfx950");
+    hm_dtype dt;
+    ck_assert_int_eq(hm_st_get(f, "k1.x8", &dt, NULL, NULL, NULL, NULL), HM_OK);
+    ck_assert_int_eq(dt, arch ? HM_DT_U8 : HM_DT_E4M3);
+    hm_st_close(f);
+  }
+  hm_layer_config c = tl_config("tiny", 3, 0, 0);
+  hm_layer_weights w[4];
+  tl_build_group_arch(&c, 4, 9, HM_WPART_ATTN | HM_WPART_FFN, HM_ARCH_GFX942, w);
+  hm_gen_step st;
+  ck_assert_int_eq(hm_gen_step_make(&c, 3, 1, 300, 9, &st), HM_OK);
+  hm_ref_kv_cache_to_fnuz(&st.in.swa);
+  hm_tensor_set tr;
+  hm_tset_init(&tr);
+  ck_assert_msg(hm_ref_layer_step(w, 4, &st.in, NULL, NULL, &tr) == HM_OK, "%s", hm_errmsg());
+  hm_st_file *f = open_in("a1", "out");
+  const void *x;
+  uint64_t n;
+  ck_assert_int_eq(hm_st_get(f, "out.x", NULL, NULL, NULL, &x, &n), HM_OK);
+  ck_assert_uint_eq(n, 3 * 1024 * sizeof(float));
+  ck_assert_msg(!memcmp(x, tl_f32(&tr, "out.x"), n), "out.x is not the gfx942 reference's");
+  hm_st_close(f);
+  hm_tset_free(&tr);
+  hm_gen_step_free(&st);
+  tl_free_group(w, 4);
+  snprintf(args, sizeof args, "rm -rf %s", dir);
+  ck_assert_int_eq(system(args), 0);
+}
+END_TEST
+
 /* Every line of out holds `what`. */
 static int every_line_has(const char *out, const char *what) {
   for (const char *l = out; *l;) {
@@ -326,6 +370,7 @@ END_TEST
 Suite *hm_test_suite(void) {
   const tl_case tests[] = {{"ref_layer_files", ref_layer_files},
                            {"ref_reduced_from_checkpoint", ref_reduced_from_checkpoint},
+                           {"ref_gfx942_files", ref_gfx942_files},
                            {"ffn_harness", ffn_harness},
                            {"k1_harness", k1_harness},
                            {"layer_harness", layer_harness},

@@ -239,6 +239,50 @@ START_TEST(spec_layer_schedule) {
 }
 END_TEST
 
+/* spec/mono.md §1.3's last two columns, row by row as the table words them:
+ *   0            gfx950 vLLM attention + FFN launch   gfx942 whole via "window seam"
+ *   1            FFN launch                           whole (mHC post + Engram first, then window seam)
+ *   2, 8, 14     FFN launch                           K1(index build) -> compressor + indexer -> keylist -> K2
+ *   3-7, 9-13, 15-19, 21-23, 25-27, 29-31, 33-35, 37-39   whole   whole
+ *   20, 24, 28, 32, 36   FFN launch                   index path
+ *   40-42        vLLM                                 FFN launch built for 128/3 */
+static void spec_paths(int l, hm_layer_path *g950, hm_layer_path *g942) {
+  if (l >= 40) {
+    *g950 = HM_PATH_VLLM, *g942 = HM_PATH_FFN;
+  } else if (l == 0 || l == 1) {
+    *g950 = HM_PATH_FFN, *g942 = HM_PATH_WINDOW_SEAM;
+  } else if (l == 2 || l == 8 || l == 14 || l == 20 || (l >= 24 && l <= 36 && l % 4 == 0)) {
+    *g950 = HM_PATH_FFN, *g942 = HM_PATH_INDEX;
+  } else {
+    *g950 = HM_PATH_WHOLE, *g942 = HM_PATH_WHOLE;
+  }
+}
+
+START_TEST(spec_layer_paths) {
+  int whole950 = 0;
+  for (int l = 0; l < 43; l++)
+    for (int tiny = 0; tiny < 2; tiny++) {
+      hm_layer_config c;
+      ck_assert_int_eq(tiny ? hm_config_tiny(l, &c) : hm_config_v41_flash(l, &c), HM_OK);
+      hm_layer_path p950, p942;
+      spec_paths(l, &p950, &p942);
+      ck_assert_msg(hm_layer_path_for(&c, false) == p950, "%s layer %d on gfx950: %s, §1.3 says %s", c.model, l,
+                    hm_layer_path_name(hm_layer_path_for(&c, false)), hm_layer_path_name(p950));
+      ck_assert_msg(hm_layer_path_for(&c, true) == p942, "%s layer %d on gfx942: %s, §1.3 says %s", c.model, l,
+                    hm_layer_path_name(hm_layer_path_for(&c, true)), hm_layer_path_name(p942));
+      whole950 += !tiny && l < 40 && p950 == HM_PATH_WHOLE;
+    }
+  ck_assert_int_eq(whole950, 30); /* "Whole-layer count on gfx950: 30 of 40" */
+  /* a layer with fewer experts keeps its path (the path is the schedule's, not the routing's) */
+  hm_layer_config c;
+  ck_assert_int_eq(hm_config_v41_flash(41, &c), HM_OK);
+  ck_assert_int_eq(hm_config_set_experts(&c, 4, 2), HM_OK);
+  ck_assert_int_eq(hm_layer_path_for(&c, true), HM_PATH_FFN);
+  ck_assert_str_eq(hm_layer_path_name(HM_PATH_WINDOW_SEAM), "window seam");
+  ck_assert_str_eq(hm_layer_path_name((hm_layer_path)99), "?");
+}
+END_TEST
+
 /* The scalar constants every V4.1 config carries, whatever its size (the tiny configs keep them:
  * hm_config.h). model.md §1.1 (CFG-41 column) and mono.md §1.1-1.2 unless said. */
 static void expect_v41_scalars(const hm_layer_config *c) {
@@ -604,6 +648,7 @@ Suite *hm_test_suite(void) {
   tcase_add_test(tc, dims_tiny);
   tcase_add_test(tc, checks);
   tcase_add_test(tc, spec_layer_schedule);
+  tcase_add_test(tc, spec_layer_paths);
   tcase_add_test(tc, spec_v41_constants);
   tcase_add_test(tc, spec_tiny_constants);
   tcase_add_test(tc, spec_rope);

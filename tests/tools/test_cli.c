@@ -108,6 +108,10 @@ static const struct bad bad[] = {
     {'c', REF, "--out"}, {'c', "ref --config tiny --layer 5 --rows 4 --tp 2 --out o", "--seed"},
     {'c', "ref --config tiny --layer 5", "--rows"}, {'c', REF "--out o --config big", "--config"},
     {'c', "", "command"}, {'c', "frob", "'frob'"},
+    /* ref --arch: a word of the list; gfx942 TP 4 only and at most 42 rows (spec/mono.md §5) */
+    {'c', REF "--out o --arch gfx942", "--tp 2: --arch gfx942"}, {'c', REF "--out o --arch gfx90a", "--arch"},
+    {'c', REF "--out o --arch", "--arch needs a value"}, {'c', REF "--out o --arch GFX942", "--arch"},
+    {'c', "ref --config tiny --layer 5 --rows 43 --tp 4 --seed 9 --out o --arch gfx942", "--rows 43"},
     /* hsa-mono-bench ffn, k1, layer, model */
     {'b', "ffn --tp 3", "--tp"}, {'b', "ffn --rows 49", "--rows"}, {'b', "ffn --rows 1,,2", "--rows"},
     {'b', "ffn --rows 1,x", "--rows"}, {'b', "ffn --rows ,1", "--rows"},
