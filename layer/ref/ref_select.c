@@ -244,11 +244,12 @@ hm_status hm_ref_select(void *state, const hm_select_args *a, int32_t *topk) {
     return hm_fail(HM_ERR_INVALID_ARG, "select: layer %d is not an index source", c->layer);
   if (hm_config_has(c, HM_ROLE_KV_SOURCE) && (!a->block_table || !a->rows_per_block || !a->comp.base))
     return hm_fail(HM_ERR_INVALID_ARG, "select: kv source %d needs its compressed cache", c->layer);
-  const uint8_t *wq = hm_wdata(a->w, "idx_wq_b", HM_DT_E4M3, (uint64_t)NH * H * Q);
-  const uint8_t *wqs = hm_wdata(a->w, "idx_wq_b_s", HM_DT_E8M0, (uint64_t)NH * H / 32 * (Q / 32));
+  /* the indexer's wq_b in either arch's copy (gfx942: FNUZ tile-major, the same values) */
+  ref_dense wq;
+  bool have_wq = ref_dense_get(a->w, "idx_wq_b", NH * H, Q, &wq) == HM_OK;
   const uint16_t *wp = hm_wdata(a->w, "idx_weights_proj", HM_DT_BF16, (uint64_t)NH * D);
   const hm_tensor *cs = hm_weights_get(a->w, "cos_sin");
-  if (!wq || !wqs || !wp || !cs) return hm_fail_prefix(HM_ERR_INVALID_ARG, "indexer");
+  if (!have_wq || !wp || !cs) return hm_fail_prefix(HM_ERR_INVALID_ARG, "indexer");
   for (uint32_t t = 0; t < a->S; t++)
     if (a->positions[t] < 0 || (uint64_t)a->positions[t] >= cs->shape[0])
       return hm_fail(HM_ERR_INVALID_ARG, "select: position %lld outside the RoPE table", (long long)a->positions[t]);
@@ -288,7 +289,7 @@ hm_status hm_ref_select(void *state, const hm_select_args *a, int32_t *topk) {
       goto out;
     }
     /* query: REF Linear_fp8 on qr, RoPE on each head's last 64 dims at p, bf16, MXFP4 QDQ */
-    if ((st = hm_ref_linear_fp8(wq, wqs, NH * H, Q, a->qr + (size_t)t * Q, qi)) != HM_OK) goto out;
+    if ((st = ref_linear_fp8(&wq, a->qr + (size_t)t * Q, qi)) != HM_OK) goto out;
     for (uint32_t h = 0; h < NH; h++) {
       rope_tail(qi + (size_t)h * H, H, cs->data, p, true);
       qdq_fp4(qi + (size_t)h * H, H);

@@ -669,6 +669,55 @@ START_TEST(vs_gfx950) {
 }
 END_TEST
 
+/* The select step on gfx942 weights (the index sources: layer 2 a kv source, 20 the candidate
+ * producer, 24 a reindex layer): the indexer's wq_b is a dense MXFP8 linear in gfx942's copy, and
+ * REF's Linear decodes either copy to the same values, so the top-k is exactly what the same select
+ * computes on the gfx950 copy from the gfx942 step's own normed rows and query latents. */
+START_TEST(index_select_942) {
+  const int32_t layers[] = {2, 20, 24};
+  for (unsigned li = 0; li < sizeof layers / sizeof *layers; li++) {
+    hm_layer_config c = tl_config("tiny", layers[li], 0, 0);
+    hm_layer_weights w4[4], w9[4];
+    tl_build_group_arch(&c, 4, SEED, 0, HM_ARCH_GFX942, w4);
+    tl_build_group_arch(&c, 4, SEED, 0, HM_ARCH_GFX950, w9);
+    hm_gen_step st;
+    ck_assert_int_eq(hm_gen_step_make(&c, ROWS, 2, 300, SEED, &st), HM_OK);
+    hm_ref_kv_cache_to_fnuz(&st.in.swa);
+    hm_select_state *s4, *s9;
+    ck_assert_int_eq(hm_select_state_new(&s4), HM_OK);
+    ck_assert_int_eq(hm_select_state_new(&s9), HM_OK);
+    ck_assert_int_eq(hm_gen_step_seed_select(&st, &c, s4, SEED + 1), HM_OK);
+    ck_assert_int_eq(hm_gen_step_seed_select(&st, &c, s9, SEED + 1), HM_OK);
+    hm_tensor_set tr;
+    hm_tset_init(&tr);
+    hm_status s = hm_ref_layer_step(w4, 4, &st.in, hm_ref_select, s4, &tr);
+    ck_assert_msg(s == HM_OK, "layer %d on gfx942: %s", layers[li], hm_errmsg());
+    const hm_step_inputs *in = &st.in;
+    hm_select_args a = {&c,
+                        &w9[0],
+                        ROWS,
+                        tl_f32(&tr, "k1.seam.normed"),
+                        tl_f32(&tr, "k1.qn"),
+                        in->positions,
+                        in->slot_mapping,
+                        in->token_to_req,
+                        in->comp,
+                        in->block_table,
+                        in->bt_stride,
+                        in->comp.block_size};
+    int32_t topk[ROWS * HM_TOPK_ATTN];
+    ck_assert_msg(hm_ref_select(s9, &a, topk) == HM_OK, "%s", hm_errmsg());
+    hm_tensor *t = hm_tset_find(&tr, "k1.topk");
+    ck_assert_msg(t && t->nbytes == sizeof topk && !memcmp(t->data, topk, sizeof topk),
+                  "layer %d: the gfx942 step's top-k is not the select step's on the same rows", layers[li]);
+    hm_tset_free(&tr);
+    hm_select_state_free(s4), hm_select_state_free(s9);
+    hm_gen_step_free(&st);
+    tl_free_group(w4, 4), tl_free_group(w9, 4);
+  }
+}
+END_TEST
+
 Suite *hm_test_suite(void) {
   Suite *s = suite_create("layer-ref-942");
   TCase *tc = tcase_create("ref942");
@@ -679,6 +728,7 @@ Suite *hm_test_suite(void) {
   tcase_add_test(tc, attn_942);
   tcase_add_test(tc, moe_942);
   tcase_add_test(tc, vs_gfx950);
+  tcase_add_test(tc, index_select_942);
   suite_add_tcase(s, tc);
   return s;
 }
