@@ -1,0 +1,256 @@
+/* tests/layer/test_ffn942.c: the FFN launch on gfx942 (issue 13) on the software agent at TP4, rows 1,
+ * 6, 7, 42 against an oracle, and the gfx942 refusals (§5.1.3 TP, §5.3.1 rows, the other arch's weights). */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats.h"
+#include "helpers.h"
+#include "hm_ffn_group.h"
+#include "kernels/ffn_args.h"
+#include "layouts.h"
+
+static const hm_ffn_config small_grid = {.min_cus = 1, .reduced_experts = true};
+
+/* The software agent as an MI300X (every case: CK_RUN_CASE runs one alone). */
+static hm_runtime *open_gfx942(void) {
+  setenv("HSAMONO_SIM_ARCH", "gfx942", 1);
+  return tl_open_sim();
+}
+
+/* ---------------------------------------------------------------- the oracle */
+
+/* The launch's expected trace for a step of S rows. Today the fp32 reference's gfx950 mode on the
+ * gfx950 weights built from the same source (the reference's gfx942 mode is being written): the two
+ * architectures' weights hold the same values (§4.4: the copies re-encode, they do not round), so
+ * the traces differ only where §2.6's roundings do. THE ONE FUNCTION TO CHANGE when the reference
+ * has its gfx942 mode: run it on w942 (and tighten the budget of expect_x_close, which then has no
+ * rounding difference left to cover). */
+static void oracle(const hm_layer_weights *w950, const hm_layer_weights *w942, uint32_t S, const tl_ffn_inputs *in,
+                   hm_tensor_set *ref) {
+  (void)w942;
+  hm_tset_init(ref);
+  hm_status st = hm_ref_ffn_launch(w950, 4, S, (const float *const *)in->parts, in->res, in->post, in->comb, in->pre, ref);
+  ck_assert_msg(st == HM_OK, "reference: %s", hm_errmsg());
+}
+
+/* ---------------------------------------------------------------- checks */
+
+/* The seam (reduce, mixes, norm) is the same code on both architectures, f32 and bf16: exact. */
+static void expect_seam_exact(const hm_tensor_set *ref, const hm_ffn_outputs *o, uint32_t S, uint32_t D) {
+  ck_assert_uint_eq(tl_count_diff(o->res, tl_f32(ref, "out.res"), (uint64_t)S * 4 * D), 0);
+  ck_assert_uint_eq(tl_count_diff(o->post, tl_f32(ref, "out.post"), (uint64_t)S * 4), 0);
+  ck_assert_uint_eq(tl_count_diff(o->comb, tl_f32(ref, "out.comb"), (uint64_t)S * 16), 0);
+  ck_assert_uint_eq(tl_count_diff(o->pre, tl_f32(ref, "out.pre"), (uint64_t)S * 4), 0);
+}
+
+/* An activation as gfx942 stores it, from the OCP bytes and codes of the same rule (§2.6): each
+ * byte read as FNUZ (half its value, -0 to +0) under code + 1; `chunked` (the routed experts'
+ * X8R): each 8-byte chunk even K first (layouts.h hm_chunk942_k). */
+static void expect_act942(const uint8_t *got, const uint8_t *got_s, const uint8_t *ocp, const uint8_t *ocp_s,
+                          uint32_t S, uint32_t D, int chunked, const char *what) {
+  for (uint32_t t = 0; t < S; t++)
+    for (uint32_t k = 0; k < D; k++) {
+      uint32_t src = chunked ? k - k % 32 + hm_chunk942_k(k % 32) : k;
+      uint8_t want = fmt_e4m3_ocp_to_fnuz(ocp[(uint64_t)t * D + src]), have = got[(uint64_t)t * D + k];
+      ck_assert_msg(have == want, "%s token %u byte %u: 0x%02x, want 0x%02x (OCP K %u)", what, t, k, have, want, src);
+    }
+  for (uint64_t g = 0; g < (uint64_t)S * D / 32; g++)
+    ck_assert_msg(got_s[g] == ocp_s[g] + 1, "%s code %llu: %u, want the OCP %u + 1", what, (unsigned long long)g,
+                  got_s[g], ocp_s[g]);
+}
+
+/* Rank 0's mailboxes: the normed rows exactly (bf16 on both), both quantisations as gfx942 stores
+ * them, and the route: the router is bf16 on both (gfx942 runs each 16x16x32 MFMA as two 16x16x16,
+ * which rounds its f32 sum twice), so an expert differs only at a near tie of the reference's
+ * logits (within 1e-5 relative), and the weights within a few f32 ulps. */
+static void expect_stages(hm_runtime *rt, hm_ffn_group *g, const hm_tensor_set *ref, const hm_layer_config *cfg,
+                          uint32_t S) {
+  const uint32_t D = cfg->hidden, K = cfg->topk, E = cfg->experts;
+  struct hm_ffn_scratch_layout L;
+  const uint8_t *dev = hm_ffn_scratch(hm_ffn_group_rank(g, 0), S, &L);
+  ck_assert_ptr_nonnull(dev);
+  uint8_t *scr = tl_fetch(rt, hm_agent_get(rt, 0), dev, L.bytes);
+  const uint16_t *normed = (const uint16_t *)(scr + L.normed);
+  const float *rn = tl_f32(ref, "ffn.seam.normed");
+  for (uint64_t i = 0; i < (uint64_t)S * D; i++) ck_assert(fmt_bf16_to_f32(normed[i]) == rn[i]);
+  expect_act942(scr + L.x8r, scr + L.x8rs, tl_u8(ref, "moe.x8r"), tl_u8(ref, "moe.x8r_s"), S, D, 1, "X8R");
+  expect_act942(scr + L.x8, scr + L.x8s, tl_u8(ref, "moe.x8"), tl_u8(ref, "moe.x8_s"), S, D, 0, "X8");
+  const uint64_t *ids = (const uint64_t *)(scr + L.ids), *wts = (const uint64_t *)(scr + L.wts);
+  const int32_t *rids = tl_i32(ref, "router.ids");
+  const float *rw = tl_f32(ref, "router.weights"), *lg = tl_f32(ref, "router.logits");
+  for (uint32_t t = 0; t < S; t++)
+    for (uint32_t j = 0; j < K; j++) {
+      int32_t id = (int32_t)(uint32_t)ids[t * K + j], want = rids[t * K + j];
+      ck_assert(id >= 0 && (uint32_t)id < E);
+      if (id != want) {
+        float a = lg[(uint64_t)t * E + (uint32_t)id], b = lg[(uint64_t)t * E + (uint32_t)want];
+        ck_assert_msg(fabsf(a - b) <= 1e-5f * fmaxf(fabsf(a), fabsf(b)),
+                      "token %u pick %u: expert %d, the reference chose %d (logits %.9g vs %.9g)", t, j, id, want, a, b);
+        continue;
+      }
+      float w = fmt_float((uint32_t)wts[t * K + j]);
+      ck_assert_msg(fabsf(w - rw[t * K + j]) <= 1e-5f * fabsf(rw[t * K + j]) + 1e-7f,
+                    "token %u pick %u: weight %.9g, reference %.9g", t, j, w, rw[t * K + j]);
+    }
+  free(scr);
+}
+
+/* The MoE output x against the oracle. Where §2.6's roundings differ from the gfx950 reference's:
+ * each 32-wide block's product is rounded once in f32 and added by fma (the reference adds every
+ * product in f32; the gfx950 agent rounds once a 128-wide step), the router's MFMA is two, and
+ * nothing else (the bytes and codes are the same values, the contributions the same bf16(c x w)).
+ * Those are f32 ulps of the GEMV sums, as between the gfx950 launch and the same reference
+ * (test_ffn.c's expect_moe_close): now and then one flips a bf16 rounding of g, u, mid or the
+ * shared output, or an e4m3 rounding of MID or SMQ (one step of that format, 2^-8 or 2^-3
+ * relative, in one of ~I + Sh terms of an output), so the same budget: relative L2 under 1e-2,
+ * cosine above 0.9999, at least 90 % of the elements bit-identical. A wrong code factor (a power
+ * of two on a block or a whole expert) or a wrong K order (products of unrelated values) is
+ * orders of magnitude past it. */
+static void expect_x_close(const hm_tensor_set *ref, const float *x, uint32_t S, uint32_t D) {
+  const uint64_t n = (uint64_t)S * D;
+  const float *want = tl_f32(ref, "out.x");
+  double rel = tl_rel_l2(x, want, n), cos = tl_cosine(x, want, n);
+  uint64_t diff = tl_count_diff(x, want, n);
+  fprintf(stderr, "gfx942 %u rows: x vs oracle: rel L2 %.3g, cosine %.8f, %llu of %llu differ\n", S, rel, cos,
+          (unsigned long long)diff, (unsigned long long)n);
+  ck_assert_msg(rel < 1e-2 && cos > 0.9999 && diff <= n / 10,
+                "%u rows: x vs oracle: rel L2 %.3g, cosine %.8f, %llu of %llu elements differ", S, rel, cos,
+                (unsigned long long)diff, (unsigned long long)n);
+}
+
+static void expect_ranks_identical(const hm_ffn_outputs *o, uint32_t S, uint32_t D) {
+  for (uint32_t r = 1; r < 4; r++) {
+    ck_assert_msg(memcmp(o[r].x, o[0].x, (size_t)S * D * 4) == 0, "rank %u's x differs from rank 0's", r);
+    ck_assert(memcmp(o[r].res, o[0].res, (size_t)S * 4 * D * 4) == 0);
+  }
+}
+
+/* ---------------------------------------------------------------- the launch */
+
+START_TEST(tiny_tp4_rows) {
+  hm_runtime *rt = open_gfx942();
+  hm_layer_config cfg = tl_config("tiny", 3, 0, 0);
+  const uint32_t rows[] = {1, 6, 7, 42}, D = cfg.hidden;
+  const uint64_t seed = 9420;
+  hm_layer_weights w942[4], w950[4];
+  tl_build_group_arch(&cfg, 4, seed, HM_WPART_FFN, HM_ARCH_GFX942, w942);
+  tl_build_group(&cfg, 4, seed, HM_WPART_FFN, w950);
+  hm_ffn_group *g;
+  ck_assert_msg(hm_ffn_group_create(rt, w942, 4, &small_grid, &g) == HM_OK, "group: %s", hm_errmsg());
+  for (uint32_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    const uint32_t S = rows[i];
+    tl_ffn_inputs in;
+    tl_ffn_inputs_make(&cfg, S, 4, seed + i, &in);
+    for (uint32_t r = 0; r < 4; r++) {
+      char n[32];
+      snprintf(n, sizeof n, "test.part%u", r);
+      hm_gen_normal(seed + i, n, (uint64_t)S * D, 0.0f, 0.5f, true, in.parts[r]);
+    }
+    hm_tensor_set ref;
+    oracle(w950, w942, S, &in, &ref);
+    hm_ffn_inputs fi = {.rows = S, .res = in.res, .post = in.post, .comb = in.comb, .pre = in.pre};
+    for (uint32_t r = 0; r < 4; r++) fi.parts[r] = in.parts[r];
+    hm_ffn_outputs o[4];
+    tl_ffn_outputs_alloc(o, 4, S, D);
+    ck_assert_msg(hm_ffn_group_step(g, &fi, 1, o, NULL) == HM_OK, "%u rows: %s", S, hm_errmsg());
+    expect_ranks_identical(o, S, D);
+    expect_seam_exact(&ref, &o[0], S, D);
+    expect_stages(rt, g, &ref, &cfg, S);
+    expect_x_close(&ref, o[0].x, S, D);
+    tl_ffn_outputs_free(o, 4);
+    hm_tset_free(&ref);
+    tl_ffn_inputs_free(&in);
+  }
+  hm_ffn_group_destroy(g);
+  tl_free_group(w942, 4);
+  tl_free_group(w950, 4);
+  hm_runtime_close(rt);
+}
+END_TEST
+
+/* ---------------------------------------------------------------- refusals */
+
+static void expect_status(hm_status st, hm_status want, const char *words) {
+  ck_assert_msg(st == want, "expected %s (%s), got %s: %s", hm_status_name(want), words, hm_status_name(st),
+                hm_errmsg());
+  ck_assert_msg(strstr(hm_errmsg(), words) && !strchr(hm_errmsg(), '\n'), "the message does not say '%s': %s",
+                words, hm_errmsg());
+}
+
+/* §5.1.3: TP 4 only on gfx942 (a TP2 group of gfx950 weights: the TP rule is named first). */
+START_TEST(tp2_refused) {
+  hm_runtime *rt = open_gfx942();
+  hm_layer_config cfg = tl_config("tiny", 3, 0, 0);
+  hm_layer_weights w[2];
+  tl_build_group(&cfg, 2, 11, HM_WPART_FFN, w);
+  hm_ffn_group *g = NULL;
+  expect_status(hm_ffn_group_create(rt, w, 2, &small_grid, &g), HM_ERR_REFUSED, "§5.1.3: TP 2 on gfx942");
+  ck_assert_ptr_null(g);
+  tl_free_group(w, 2);
+  hm_runtime_close(rt);
+}
+END_TEST
+
+/* The other architecture's weights: gfx950 layouts on gfx942 agents, and gfx942 copies on gfx950. */
+START_TEST(other_arch_weights_refused) {
+  hm_layer_config cfg = tl_config("tiny", 3, 0, 0);
+  hm_layer_weights w[4];
+  hm_ffn_group *g = NULL;
+  hm_runtime *rt = open_gfx942();
+  tl_build_group(&cfg, 4, 12, HM_WPART_FFN, w);
+  expect_status(hm_ffn_group_create(rt, w, 4, &small_grid, &g), HM_ERR_INVALID_ARG,
+                "the weights are gfx950 layouts (spec/mono.md §4.4); this launch reads the gfx942 copies");
+  ck_assert_ptr_null(g);
+  tl_free_group(w, 4);
+  hm_runtime_close(rt);
+  setenv("HSAMONO_SIM_ARCH", "gfx950", 1);
+  rt = tl_open_sim();
+  tl_build_group_arch(&cfg, 4, 12, HM_WPART_FFN, HM_ARCH_GFX942, w);
+  expect_status(hm_ffn_group_create(rt, w, 4, &small_grid, &g), HM_ERR_INVALID_ARG,
+                "the weights are gfx942 copies (spec/mono.md §4.4); this launch reads the gfx950 layouts");
+  ck_assert_ptr_null(g);
+  tl_free_group(w, 4);
+  hm_runtime_close(rt);
+}
+END_TEST
+
+/* §5.3.1: 42 rows at most on gfx942 (43 refused naming the rule, before anything runs), and §5.1.6
+ * still applies (the agent's 8 CUs against the default 256). */
+START_TEST(rows_refused) {
+  hm_runtime *rt = open_gfx942();
+  hm_layer_config cfg = tl_config("tiny", 3, 0, 0);
+  hm_layer_weights w[4];
+  tl_build_group_arch(&cfg, 4, 13, HM_WPART_FFN, HM_ARCH_GFX942, w);
+  hm_ffn_group *g = NULL;
+  expect_status(hm_ffn_group_create(rt, w, 4, NULL, &g), HM_ERR_REFUSED, "§5.1.6");
+  ck_assert_ptr_null(g);
+  ck_assert_msg(hm_ffn_group_create(rt, w, 4, &small_grid, &g) == HM_OK, "%s", hm_errmsg());
+  hm_ffn *r0 = hm_ffn_group_rank(g, 0);
+  hm_ffn_io io = {.rows = 43};
+  char *buf = tl_dev_alloc(hm_heap_agent(hm_ffn_group_heap(g, 0)), 43 * 4 * cfg.hidden * 2);
+  io.part = io.res_in = io.post_in = io.comb_in = io.pre_in = (const float *)buf;
+  io.out = io.res_out = io.post_out = io.comb_out = io.pre_out = (float *)buf;
+  expect_status(hm_ffn_accepts(r0, &io), HM_ERR_REFUSED, "§5.3.1: 43 rows (the launch takes 1..42 on gfx942)");
+  io.rows = 42;
+  ck_assert_msg(hm_ffn_accepts(r0, &io) == HM_OK, "%s", hm_errmsg());
+  ck_assert_int_eq(hm_ffn_prepare(r0, 43), HM_ERR_INVALID_ARG);
+  ck_assert_ptr_null(hm_ffn_scratch(r0, 43, NULL));
+  hm_mem_free(rt, buf);
+  hm_ffn_group_destroy(g);
+  tl_free_group(w, 4);
+  hm_runtime_close(rt);
+}
+END_TEST
+
+Suite *hm_test_suite(void) {
+  const tl_case tests[] = {
+      {"tp2_refused", tp2_refused},
+      {"other_arch_weights_refused", other_arch_weights_refused},
+      {"rows_refused", rows_refused},
+      {"tiny_tp4_rows", tiny_tp4_rows},
+  };
+  return TL_SUITE("ffn942", tests, 1800);
+}
