@@ -22,18 +22,23 @@ static hm_runtime *open_gfx942(void) {
 
 /* ---------------------------------------------------------------- the oracle */
 
-/* The launch's expected trace for a step of S rows. Today the fp32 reference's gfx950 mode on the
- * gfx950 weights built from the same source (the reference's gfx942 mode is being written): the two
+/* The launch's expected trace for a step of S rows, every rank's weights built from the same
+ * source as the launch's (the generator at `seed`), a rank at a time. Today the fp32 reference's
+ * gfx950 mode on the gfx950 layouts (the reference's gfx942 mode is being written): the two
  * architectures' weights hold the same values (§4.4: the copies re-encode, they do not round), so
  * the traces differ only where §2.6's roundings do. THE ONE FUNCTION TO CHANGE when the reference
- * has its gfx942 mode: run it on w942 (and tighten the budget of expect_x_close, which then has no
- * rounding difference left to cover). */
-static void oracle(const hm_layer_weights *w950, const hm_layer_weights *w942, uint32_t S, const tl_ffn_inputs *in,
-                   hm_tensor_set *ref) {
-  (void)w942;
+ * has its gfx942 mode: build the gfx942 copies here (o.arch = HM_ARCH_GFX942), and tighten
+ * expect_x_close's budget, which then has no rounding difference left to cover. */
+static void oracle(const hm_layer_config *cfg, uint64_t seed, uint32_t S, const tl_ffn_inputs *in, hm_tensor_set *ref) {
+  hm_gen g;
+  ck_assert_int_eq(hm_gen_init(&g, cfg, seed), HM_OK);
+  hm_source src = hm_gen_source(&g);
+  hm_build_opts o = {.parts = HM_WPART_FFN, .arch = HM_ARCH_GFX950};
   hm_tset_init(ref);
-  hm_status st = hm_ref_ffn_launch(w950, 4, S, (const float *const *)in->parts, in->res, in->post, in->comb, in->pre, ref);
+  hm_status st = hm_ref_ffn_launch_source(cfg, 4, &src, &o, S, (const float *const *)in->parts, in->res, in->post,
+                                          in->comb, in->pre, ref);
   ck_assert_msg(st == HM_OK, "reference: %s", hm_errmsg());
+  hm_gen_free(&g);
 }
 
 /* ---------------------------------------------------------------- checks */
@@ -130,27 +135,26 @@ static void expect_ranks_identical(const hm_ffn_outputs *o, uint32_t S, uint32_t
 
 /* ---------------------------------------------------------------- the launch */
 
-START_TEST(tiny_tp4_rows) {
+/* A TP4 group of gfx942 copies on the gfx942 agents, stepped at each of rows[], against the oracle
+ * on weights built from the same source (seed). */
+static void run_and_check(const hm_layer_config *cfg, const uint32_t *rows, uint32_t nrows, uint64_t seed) {
   hm_runtime *rt = open_gfx942();
-  hm_layer_config cfg = tl_config("tiny", 3, 0, 0);
-  const uint32_t rows[] = {1, 6, 7, 42}, D = cfg.hidden;
-  const uint64_t seed = 9420;
-  hm_layer_weights w942[4], w950[4];
-  tl_build_group_arch(&cfg, 4, seed, HM_WPART_FFN, HM_ARCH_GFX942, w942);
-  tl_build_group(&cfg, 4, seed, HM_WPART_FFN, w950);
+  const uint32_t D = cfg->hidden;
+  hm_layer_weights w942[4];
+  tl_build_group_arch(cfg, 4, seed, HM_WPART_FFN, HM_ARCH_GFX942, w942);
   hm_ffn_group *g;
   ck_assert_msg(hm_ffn_group_create(rt, w942, 4, &small_grid, &g) == HM_OK, "group: %s", hm_errmsg());
-  for (uint32_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+  for (uint32_t i = 0; i < nrows; i++) {
     const uint32_t S = rows[i];
     tl_ffn_inputs in;
-    tl_ffn_inputs_make(&cfg, S, 4, seed + i, &in);
+    tl_ffn_inputs_make(cfg, S, 4, seed + i, &in);
     for (uint32_t r = 0; r < 4; r++) {
       char n[32];
       snprintf(n, sizeof n, "test.part%u", r);
       hm_gen_normal(seed + i, n, (uint64_t)S * D, 0.0f, 0.5f, true, in.parts[r]);
     }
     hm_tensor_set ref;
-    oracle(w950, w942, S, &in, &ref);
+    oracle(cfg, seed, S, &in, &ref);
     hm_ffn_inputs fi = {.rows = S, .res = in.res, .post = in.post, .comb = in.comb, .pre = in.pre};
     for (uint32_t r = 0; r < 4; r++) fi.parts[r] = in.parts[r];
     hm_ffn_outputs o[4];
@@ -158,7 +162,7 @@ START_TEST(tiny_tp4_rows) {
     ck_assert_msg(hm_ffn_group_step(g, &fi, 1, o, NULL) == HM_OK, "%u rows: %s", S, hm_errmsg());
     expect_ranks_identical(o, S, D);
     expect_seam_exact(&ref, &o[0], S, D);
-    expect_stages(rt, g, &ref, &cfg, S);
+    expect_stages(rt, g, &ref, cfg, S);
     expect_x_close(&ref, o[0].x, S, D);
     tl_ffn_outputs_free(o, 4);
     hm_tset_free(&ref);
@@ -166,8 +170,34 @@ START_TEST(tiny_tp4_rows) {
   }
   hm_ffn_group_destroy(g);
   tl_free_group(w942, 4);
-  tl_free_group(w950, 4);
   hm_runtime_close(rt);
+}
+
+/* The tiny layer (hidden 1024, a rank's routed and shared intermediate 64: w2's one 32-byte step,
+ * the shared down's padded blocks): one tile of 6, 6 and one, 7 tiles (the cap). */
+START_TEST(tiny_tp4_rows) {
+  hm_layer_config c = tl_config("tiny", 3, 0, 0);
+  const uint32_t rows[] = {1, 6, 7, 42};
+  run_and_check(&c, rows, 4, 9420);
+}
+END_TEST
+
+/* The draft variant: top-3 of 32 experts, one FP4 group a gate/up unit (four K slices). */
+START_TEST(tiny_draft_tp4) {
+  hm_layer_config c = tl_config("tiny", 40, 0, 0);
+  ck_assert(hm_config_is_draft(&c));
+  const uint32_t rows[] = {7};
+  run_and_check(&c, rows, 1, 9430);
+}
+END_TEST
+
+/* DeepSeek-V4.1-Flash's dims (hidden 5120, a rank's routed and shared intermediate 576: w13's
+ * rounds of codes, w2's four 64-byte steps and a 32-byte one, sw2 padded 576 -> 640) with the
+ * experts cut to 32 so the agent's time fits a test. */
+START_TEST(full_dims_tp4) {
+  hm_layer_config c = tl_config("v41-flash", 3, 32, 6);
+  const uint32_t rows[] = {2};
+  run_and_check(&c, rows, 1, 9440);
 }
 END_TEST
 
@@ -251,6 +281,8 @@ Suite *hm_test_suite(void) {
       {"other_arch_weights_refused", other_arch_weights_refused},
       {"rows_refused", rows_refused},
       {"tiny_tp4_rows", tiny_tp4_rows},
+      {"tiny_draft_tp4", tiny_draft_tp4},
+      {"full_dims_tp4", full_dims_tp4},
   };
   return TL_SUITE("ffn942", tests, 1800);
 }
