@@ -168,14 +168,14 @@ DEV_INLINE void ffn_ug_unit(const struct ffn_ctx *c, __local struct ffn_lds *lds
       uv = uv + L->ch[tu * nsl + ch][du][rup % 4u];
     }
     f32 v = ffn_routed_act(gv, uv, c->a->swiglu_limit);
-    u32 code = fmt_mx_code_a(ffn_amax32(v));
+    u32 code = ffn_act_code(FMT_RULE_A, ffn_amax32(v));
     u32 word = ffn_gather4(ffn_act_byte(v, code), DEV_ARCH_GFX942);
     u32 col = i0 + i;
     /* groups wholly in the padding are never written (their codes stay 0, the down stage masks them) */
     if (j < n && col - ii < c->a->Ir) {
       u32 pos = p0 + j;
       if (ii % 4u == 0) dev_st_u32((__global u32 *)ffn_scr(c, c->a->L.mid) + ((u64)pos * I + col) / 4u, word, DEV_CP_DEV);
-      if (ii == 0) dev_st_u32(ffn_words(c, c->a->L.mids) + (u64)pos * (I / 32u) + col / 32u, ffn_act_code(code), DEV_CP_DEV);
+      if (ii == 0) dev_st_u32(ffn_words(c, c->a->L.mids) + (u64)pos * (I / 32u) + col / 32u, code, DEV_CP_DEV);
     }
   }
   ho_flag_raise(ffn_words(c, c->a->L.ugf) + unit, c->tag);

@@ -38,16 +38,22 @@ DEV_INLINE u32 ffn_gather4(u32 byte, u32 chunked) {
   return w;
 }
 
-/* An activation's byte and code as the step's GEMVs read them: gfx942's FNUZ (the OCP byte, its
- * value halved, under code + 1; spec/mono.md §2.6), gfx950's OCP. */
+/* An activation's code (rule V or A over its group's amax) and bytes as the step's GEMVs read them:
+ * gfx942's FNUZ with max 224 (spec/mono.md §2.6), gfx950's OCP. */
+DEV_INLINE u32 ffn_act_code(int rule, f32 amax) {
+#if DEV_ARCH_GFX942
+  return fmt_mx_code_fnuz(rule, amax);
+#else
+  return rule == FMT_RULE_A ? fmt_mx_code_a(amax) : fmt_mx_code_v(amax);
+#endif
+}
 DEV_INLINE u32 ffn_act_byte(f32 v, u32 code) {
 #if DEV_ARCH_GFX942
-  return fmt_e4m3_ocp_to_fnuz(fmt_mx_e4m3(v, (u8)code));
+  return fmt_mx_fnuz(v, (u8)code);
 #else
   return fmt_mx_e4m3(v, (u8)code);
 #endif
 }
-DEV_INLINE u32 ffn_act_code(u32 code) { return DEV_ARCH_GFX942 ? code + 1u : code; }
 
 /* One task: columns 32cg..32cg+31 of a token tile (FFN_TILE tokens from t0). Gate rows 32cg.. and
  * up rows Sh + 32cg.. of sgu (4 row tiles); wave w takes the K steps w, w + 8, ... (§2.0 order;
@@ -88,11 +94,11 @@ DEV_INLINE void ffn_shared_task(const struct ffn_ctx *c, __local struct ffn_lds 
   f32 g = fmt_round_bf16(gemv_red_sum(&L->red[i / 16u], i % 16u, j));
   f32 u = fmt_round_bf16(gemv_red_sum(&L->red[2u + i / 16u], i % 16u, j));
   f32 v = ffn_shared_act(g, u, c->a->swiglu_limit);
-  u32 code = fmt_mx_code_v(ffn_amax32(v));
+  u32 code = ffn_act_code(FMT_RULE_V, ffn_amax32(v));
   u32 word = ffn_gather4(ffn_act_byte(v, code), 0);
   if (t < S && j < FFN_TILE) {
     if (i % 4u == 0) dev_st_u32((__global u32 *)ffn_scr(c, c->a->L.smq) + ((u64)t * Sh + 32u * cg + i) / 4u, word, DEV_CP_DEV);
-    if (i == 0) dev_st_u32(ffn_words(c, c->a->L.smc) + (u64)t * CG + cg, ffn_act_code(code), DEV_CP_DEV);
+    if (i == 0) dev_st_u32(ffn_words(c, c->a->L.smc) + (u64)t * CG + cg, code, DEV_CP_DEV);
   }
   ho_flag_raise(ffn_words(c, c->a->L.srdy) + (u64)cg * ffn_ntiles(c) + tt, c->tag);
   dev_barrier();
