@@ -1,14 +1,16 @@
-/* device/gemv.h: the GEMV building blocks of the layer kernels on gfx950: operands of the scaled
- * and bf16 MFMAs loaded in AMD's register layouts, the §2.0 K order, wave-ordered partial sums. */
+/* device/gemv.h: the GEMV building blocks of the layer kernels: operands of the matrix instructions
+ * in AMD's register layouts (gfx950's scaled MFMA; gfx942's unscaled fp8 MFMA a 32-wide K block,
+ * spec/mono.md §2.6), the §2.0 K order, wave-ordered partial sums. */
 #ifndef HM_GEMV_H
 #define HM_GEMV_H
 
 #include "dev.h"
-
-#if DEV_HAS_SCALED_MFMA
+#include "layouts.h"
 
 /* E8M0 1.0: the scale of a zero (ragged) K step (spec/mono.md §2.0). */
 #define GEMV_UNIT_SCALE 127u
+
+#if DEV_HAS_SCALED_MFMA || DEV_ARCH_GFX942
 
 /* 16 bytes of buffer b at off with cache policy cp (a builtin's policy must be a constant: a
  * variable one picks among them). */
@@ -17,6 +19,69 @@ DEV_INLINE u32x4 gemv_ld16(dev_buf_t b, u32 off, int cp) {
   if (cp == DEV_CP_NT) return dev_buf_ld_u32x4(b, off, DEV_CP_NT);
   return dev_buf_ld_u32x4(b, off, DEV_CP_PLAIN);
 }
+
+/* ---------------------------------------------------------------- dense MXFP8 tiles */
+
+/* A dense MXFP8 matrix [N][K] (e4m3 bytes) with E8M0 codes [N/32][K/32] (32x32 blocks); on gfx942
+ * its tile-major copy [N][Kp] with FNUZ bytes and codes [N/32][Kp/32] (spec/mono.md §4.4). */
+typedef struct {
+  dev_buf_t w, s;
+  u32 K;
+#if DEV_ARCH_GFX942
+  u32 Kp; /* K padded to whole 128-wide steps (gfx942's tile-major copies, device/layouts.h) */
+#endif
+} gemv_mx8;
+
+/* Buffer sizes round up to whole dwords: the range check is per dword, and a table of codes
+ * whose length is not a multiple of 4 must still yield its last codes (the runner's allocations
+ * are page-granular, so the bytes past the end exist). */
+DEV_INLINE u32 gemv_dwords(u32 bytes) { return (bytes + 3u) & ~3u; }
+
+DEV_INLINE gemv_mx8 gemv_mx8_of(__global const u8 *w, __global const u8 *s, u32 N, u32 K) {
+  gemv_mx8 m;
+#if DEV_ARCH_GFX942
+  m.Kp = hm_dense942_kpad(K);
+  m.w = dev_buf(w, N * m.Kp);
+  m.s = dev_buf(s, gemv_dwords((N / 32u) * (m.Kp / 32u)));
+#else
+  m.w = dev_buf(w, N * K);
+  m.s = dev_buf(s, gemv_dwords((N / 32u) * ((K + 31u) / 32u)));
+#endif
+  m.K = K;
+  return m;
+}
+
+/* Activations [S][K] (e4m3) with codes [S][K/32], written by an earlier stage (device scope). */
+typedef struct {
+  dev_buf_t x, s;
+  u32 K, S;
+  u32 words; /* codes a u32 each (written by different CTAs, so never sharing a word) */
+} gemv_act;
+
+DEV_INLINE gemv_act gemv_act_of(__global const u8 *x, __global const u8 *s, u32 S, u32 K) {
+  gemv_act a;
+  a.x = dev_buf(x, S * K);
+  a.s = dev_buf(s, gemv_dwords(S * (K / 32u)));
+  a.K = K, a.S = S, a.words = 0;
+  return a;
+}
+DEV_INLINE gemv_act gemv_act_of_words(__global const u8 *x, __global const u32 *s, u32 S, u32 K) {
+  gemv_act a;
+  a.x = dev_buf(x, S * K);
+  a.s = dev_buf(s, 4u * S * (K / 32u));
+  a.K = K, a.S = S, a.words = 1;
+  return a;
+}
+
+/* Byte i of a buffer, read as part of its dword. */
+DEV_INLINE u32 gemv_byte(dev_buf_t b, u32 i, int cp) {
+  u32 w = cp == DEV_CP_DEV ? dev_buf_ld_u32(b, i & ~3u, DEV_CP_DEV) : dev_buf_ld_u32(b, i & ~3u, DEV_CP_NT);
+  return (w >> (8u * (i & 3u))) & 0xffu;
+}
+
+#endif /* DEV_HAS_SCALED_MFMA || DEV_ARCH_GFX942 */
+
+#if DEV_HAS_SCALED_MFMA
 
 /* ---------------------------------------------------------------- operands of the scaled MFMA */
 
@@ -48,55 +113,6 @@ DEV_INLINE f32x4 gemv_mfma_fp8(i32x8 a, i32x8 b, f32x4 c, u32 sa, u32 sb) {
 }
 DEV_INLINE f32x4 gemv_mfma_fp4(i32x8 a, i32x8 b, f32x4 c, u32 sa, u32 sb) {
   return dev_mfma_scale_f32_16x16x128_f8f6f4(a, b, c, DEV_FMT_FP4, DEV_FMT_FP8, 0, sa, 0, sb);
-}
-
-/* ---------------------------------------------------------------- dense MXFP8 tiles */
-
-/* A dense MXFP8 matrix [N][K] (e4m3 bytes) with E8M0 codes [N/32][K/32] (32x32 blocks). */
-typedef struct {
-  dev_buf_t w, s;
-  u32 K;
-} gemv_mx8;
-
-/* Buffer sizes round up to whole dwords: the range check is per dword, and a table of codes
- * whose length is not a multiple of 4 must still yield its last codes (the runner's allocations
- * are page-granular, so the bytes past the end exist). */
-DEV_INLINE u32 gemv_dwords(u32 bytes) { return (bytes + 3u) & ~3u; }
-
-DEV_INLINE gemv_mx8 gemv_mx8_of(__global const u8 *w, __global const u8 *s, u32 N, u32 K) {
-  gemv_mx8 m;
-  m.w = dev_buf(w, N * K);
-  m.s = dev_buf(s, gemv_dwords((N / 32u) * ((K + 31u) / 32u)));
-  m.K = K;
-  return m;
-}
-
-/* Activations [S][K] (e4m3) with codes [S][K/32], written by an earlier stage (device scope). */
-typedef struct {
-  dev_buf_t x, s;
-  u32 K, S;
-  u32 words; /* codes a u32 each (written by different CTAs, so never sharing a word) */
-} gemv_act;
-
-DEV_INLINE gemv_act gemv_act_of(__global const u8 *x, __global const u8 *s, u32 S, u32 K) {
-  gemv_act a;
-  a.x = dev_buf(x, S * K);
-  a.s = dev_buf(s, gemv_dwords(S * (K / 32u)));
-  a.K = K, a.S = S, a.words = 0;
-  return a;
-}
-DEV_INLINE gemv_act gemv_act_of_words(__global const u8 *x, __global const u32 *s, u32 S, u32 K) {
-  gemv_act a;
-  a.x = dev_buf(x, S * K);
-  a.s = dev_buf(s, 4u * S * (K / 32u));
-  a.K = K, a.S = S, a.words = 1;
-  return a;
-}
-
-/* Byte i of a buffer, read as part of its dword. */
-DEV_INLINE u32 gemv_byte(dev_buf_t b, u32 i, int cp) {
-  u32 w = cp == DEV_CP_DEV ? dev_buf_ld_u32(b, i & ~3u, DEV_CP_DEV) : dev_buf_ld_u32(b, i & ~3u, DEV_CP_NT);
-  return (w >> (8u * (i & 3u))) & 0xffu;
 }
 
 /* This lane's scale byte for (row, K block) of a dense weight; unit scale past K. */
@@ -174,6 +190,111 @@ DEV_INLINE f32x4 gemv_wtile_run(const gemv_wtile *t, const gemv_act *x, u32 t0, 
   return acc;
 }
 
+#endif /* DEV_HAS_SCALED_MFMA */
+
+/* ---------------------------------------------------------------- gfx942: an unscaled MFMA a K block */
+
+#if DEV_ARCH_GFX942
+
+/* Token columns of a gfx942 GEMV pass (spec/mono.md §1.1 TILE = 6: 64 KB of LDS); the MFMA's
+ * other columns are zero. */
+#define GEMV_TOKENS_942 6u
+
+/* 2^n, also where n leaves f32's normal range (v_ldexp_f32; the host's ldexpf) */
+DEV_INLINE f32 gemv_pow2(i32 n) { return __builtin_ldexpf(1.0f, n); }
+
+/* acc += d x 2^(ca + cb - 254), an fma an element: the product of two FNUZ blocks scaled by their
+ * codes, rounded once into the chain (spec/mono.md §2.6). */
+DEV_INLINE f32x4 gemv942_fma(f32x4 d, f32 f, f32x4 acc) {
+  for (u32 q = 0; q < 4u; q++) acc[q] = dev_fma(d[q], f, acc[q]);
+  return acc;
+}
+
+/* One 32-wide K block: v_mfma_f32_16x16x32_fp8_fp8 with a zero accumulator. */
+DEV_INLINE f32x4 gemv942_block(u64 a, u64 b) { return dev_mfma_f32_16x16x32_fp8(a, b, (f32x4)0); }
+
+/* The A operand of lane 16j + r for the four K blocks of 128-wide step st of the 16-row tile at
+ * row0 of a dense copy: row r, K 32b + 8j..+7 of each block b (hm_dense942_offset: 16 B at
+ * 16 lane of each KB of the step). */
+DEV_INLINE void gemv942_ld_w(const gemv_mx8 *m, u32 row0, u32 st, u32 lane, u64 a[4]) {
+  u32 off = (row0 / 16u) * 16u * m->Kp + 2048u * st + 16u * lane;
+  u32x4 lo = dev_buf_ld_u32x4(m->w, off, DEV_CP_NT), hi = dev_buf_ld_u32x4(m->w, off + 1024u, DEV_CP_NT);
+  a[0] = lo[0] | (u64)lo[1] << 32, a[1] = lo[2] | (u64)lo[3] << 32;
+  a[2] = hi[0] | (u64)hi[1] << 32, a[3] = hi[2] | (u64)hi[3] << 32;
+}
+
+/* The B operand of lane 16j + c for K block `block`: token t's K 32 block + 8j..+7 (zero for a
+ * token past S or a block past K), and its code. */
+DEV_INLINE u64 gemv942_ld_act(const gemv_act *x, u32 t, u32 block, u32 lane) {
+  if (t >= x->S || 32u * block >= x->K) return 0;
+  u32x2 v = dev_buf_ld_u32x2(x->x, t * x->K + 32u * block + 8u * (lane / 16u), DEV_CP_DEV);
+  return v[0] | (u64)v[1] << 32;
+}
+DEV_INLINE u32 gemv942_act_code(const gemv_act *x, u32 t, u32 block) {
+  u32 cols = x->K / 32u;
+  if (t >= x->S || block >= cols) return GEMV_UNIT_SCALE;
+  if (x->words) return dev_buf_ld_u32(x->s, 4u * (t * cols + block), DEV_CP_DEV) & 0xffu;
+  return gemv_byte(x->s, t * cols + block, DEV_CP_DEV);
+}
+
+/* The token of this lane's column in a pass from t0 (S, i.e. none, past the pass's 6). */
+DEV_INLINE u32 gemv942_token(const gemv_act *x, u32 t0, u32 lane) {
+  return lane % 16u < GEMV_TOKENS_942 ? t0 + lane % 16u : x->S;
+}
+
+/* Step st of rows row0..row0+15 of m times the pass from t0, into acc: its K blocks in order, each
+ * one unscaled MFMA added by fma with 2^(ca + cb - 254) (ca the tile's block code, cb the
+ * lane's token's); blocks wholly past x's K (the copy's zero padding) are skipped. */
+DEV_INLINE f32x4 gemv942_mx8_step(const gemv_mx8 *m, const gemv_act *x, u32 row0, u32 t0, u32 st, u32 lane,
+                                  f32x4 acc) {
+  u64 a[4];
+  gemv942_ld_w(m, row0, st, lane, a);
+  u32 t = gemv942_token(x, t0, lane), cols = m->Kp / 32u;
+  for (u32 b = 0; b < 4u; b++) {
+    u32 blk = 4u * st + b;
+    if (32u * blk >= x->K) break;
+    f32x4 d = gemv942_block(a[b], gemv942_ld_act(x, t, blk, lane));
+    u32 ca = gemv_byte(m->s, (row0 / 32u) * cols + blk, DEV_CP_NT), cb = gemv942_act_code(x, t, blk);
+    acc = gemv942_fma(d, gemv_pow2((i32)(ca + cb) - 254), acc);
+  }
+  return acc;
+}
+
+/* One wave's part of rows row0..row0+15 times the pass from t0: steps wave, wave + 8, ... in one
+ * chain (the §2.0 order, a step's blocks in order). */
+DEV_INLINE f32x4 gemv_mx8_wave(const gemv_mx8 *m, const gemv_act *x, u32 row0, u32 t0, u32 wave) {
+  u32 lane = dev_lane(), steps = m->Kp / 128u;
+  f32x4 acc = 0;
+  for (u32 st = wave; st < steps; st += 8u) acc = gemv942_mx8_step(m, x, row0, t0, st, lane, acc);
+  return acc;
+}
+
+/* 8 e2m1 values (one dword: K 8c..8c+7, even K in low nibbles) as 8 FNUZ bytes worth e2m1 x 2^-7
+ * (fmt_e2m1_to_e4m3fnuz: magnitude code m -> m << 2, sign -> 0x80), the even K first, then the odd
+ * (spec/mono.md §2.6); -0 nibbles were rewritten to +0 by the copy. */
+DEV_INLINE u64 gemv942_fp4_expand(u32 w) {
+  u32 ev = w & 0x0f0f0f0fu, od = (w >> 4) & 0x0f0f0f0fu;
+  u32 lo = ((ev & 0x07070707u) << 2) | ((ev & 0x08080808u) << 4);
+  u32 hi = ((od & 0x07070707u) << 2) | ((od & 0x08080808u) << 4);
+  return lo | (u64)hi << 32;
+}
+
+/* Lane 16j + r's dwords of 128-wide step st of the 16-row tile at tile_off of a gfx942 FP4 copy
+ * with kb bytes a row (hm_fp4_942_offset): dword b = K block 4st + b's K 8j..8j+7 of row r; a last
+ * 32-B step holds blocks 0 and 1 only (the others zero). */
+DEV_INLINE u32x4 gemv942_ld_fp4(dev_buf_t w, u32 tile_off, u32 kb, u32 st, u32 lane) {
+  u32 full = kb / 64u * 64u;
+  if (64u * st < full) return dev_buf_ld_u32x4(w, tile_off + 1024u * st + 16u * lane, DEV_CP_NT);
+  u32x2 v = dev_buf_ld_u32x2(w, tile_off + 16u * full + 8u * lane, DEV_CP_NT);
+  u32x4 r = 0;
+  r[0] = v[0], r[1] = v[1];
+  return r;
+}
+
+#endif /* DEV_ARCH_GFX942 */
+
+#if DEV_HAS_SCALED_MFMA || DEV_ARCH_GFX942
+
 /* ---------------------------------------------------------------- wave partials */
 
 /* The 16x16 D tile of a wave lives as lane l: rows 4(l/16)..+3 of column l%16. Every wave stores
@@ -197,5 +318,5 @@ DEV_INLINE f32 gemv_red_at(__local const gemv_red *r, u32 wave, u32 i, u32 j) {
   return r->v[wave][16u * (i / 4u) + j][i % 4u];
 }
 
-#endif /* DEV_HAS_SCALED_MFMA */
+#endif /* DEV_HAS_SCALED_MFMA || DEV_ARCH_GFX942 */
 #endif /* HM_GEMV_H */

@@ -70,4 +70,9 @@ static inline u64 hm_codes942_index(u32 r, u32 c, u32 cols) {
          (r % 16u) * HM_UG_ROUND_942 + c % HM_UG_ROUND_942;
 }
 
+/* gfx942 routed activations (X8R, MID) match the in-kernel FP4 expansion (spec/mono.md §2.6): byte
+ * p of each 8-byte chunk holds the chunk's K 2p (p < 4) or 2(p - 4) + 1, the even K first. The K,
+ * within its 32-wide group, of the byte stored at position p of the group. */
+static inline u32 hm_chunk942_k(u32 p) { return (p & ~7u) + ((p & 7u) < 4u ? 2u * (p & 7u) : 2u * (p & 7u) - 7u); }
+
 #endif /* HM_LAYOUTS_H */

@@ -14,6 +14,7 @@
 #include "formats.h"
 #include "handoff.h"
 #include "kernels/seam_args.h"
+#include "layouts.h"
 
 #define SEAM_LOG2E 1.44269502f /* f32(log2 e), as the reference's HM_LOG2E */
 #define SEAM_MAX_NS (SEAM_MAX_D / 32u)
@@ -279,13 +280,25 @@ DEV_INLINE void seam_norm(DEV_ARGSPACE const struct seam_args *a, u32 tag, __loc
       f32 v = fmt_absf(L->x[32u * lid + k]);
       amax = v > amax ? v : amax;
     }
+#if DEV_ARCH_GFX942
+    ca = fmt_mx_code_fnuz(FMT_RULE_A, amax), cv = fmt_mx_code_fnuz(FMT_RULE_V, amax);
+#else
     ca = fmt_mx_code_a(amax), cv = fmt_mx_code_v(amax);
+#endif
     for (u32 k = 0; k < 32u; k += 4u) {
       u32 wa = 0, wv = 0;
       for (u32 b = 0; b < 4u; b++) {
+#if DEV_ARCH_GFX942
+        /* FNUZ with max 224 (spec/mono.md §2.6); rule A's bytes even K first in each 8-byte chunk,
+         * as the routed experts' FP4 expands */
+        f32 xa = L->x[32u * lid + hm_chunk942_k(k + b)], x = L->x[32u * lid + k + b];
+        wa |= (u32)fmt_mx_fnuz(xa, (u8)ca) << (8u * b);
+        wv |= (u32)fmt_mx_fnuz(x, (u8)cv) << (8u * b);
+#else
         f32 x = L->x[32u * lid + k + b];
         wa |= (u32)fmt_mx_e4m3(x, (u8)ca) << (8u * b);
         wv |= (u32)fmt_mx_e4m3(x, (u8)cv) << (8u * b);
+#endif
       }
       if (want_a) dev_st_u32(&x8a[8u * lid + k / 4u], wa, DEV_CP_DEV);
       dev_st_u32(&x8[8u * lid + k / 4u], wv, DEV_CP_DEV);

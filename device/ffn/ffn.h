@@ -16,7 +16,7 @@
 #define FFN_LOG2E 1.44269502f /* f32(log2 e), as the reference's HM_LOG2E */
 #define FFN_LN2 0.693147182f  /* f32(ln 2) */
 #define FFN_MAX_PICKS (FFN_MAX_ROWS * FFN_MAX_TOPK)
-#define FFN_MAX_SLOT_TILES (FFN_MAX_PICKS + FFN_MAX_PICKS / FFN_TILE)
+#define FFN_MAX_SLOT_TILES (FFN_MAX_PICKS + FFN_MAX_PICKS / FFN_PICK_TILE)
 
 struct ffn_ctx {
   DEV_ARGSPACE const struct ffn_args *a; /* the arguments, read where used */
@@ -97,7 +97,13 @@ struct ffn_route {
 struct ffn_lds_route { f32 logit[FFN_MAX_E][4]; f32 val[FFN_MAX_E]; f32 score[FFN_MAX_E]; };
 struct ffn_lds_gemv { gemv_red red[4]; };
 struct ffn_lds_ug { f32 ch[16][64][4]; };
+/* gfx942 keeps each pick's contribution as bf16(contrib x w), the value the combine adds (§2.6,
+ * its 64 KB of LDS); gfx950 the f32 contribution. */
+#if DEV_ARCH_GFX942
+struct ffn_lds_down { u16 contrib[FFN_MAX_PICKS][16]; f32 shared[FFN_MAX_ROWS][16]; gemv_red red; };
+#else
 struct ffn_lds_down { f32 contrib[FFN_MAX_PICKS][16]; f32 shared[FFN_MAX_ROWS][16]; gemv_red red; };
+#endif
 
 /* The broadcasts first: K2's LDS overlays the attention back's stages on everything after them
  * (device/attn/k2.h), so the epoch, the verdict and the deadline survive into the FFN stages. */

@@ -34,10 +34,10 @@ DEV_INLINE void ffn_route_table(const struct ffn_ctx *c, __local struct ffn_lds 
     for (u32 e = 0; e < E; e++) {
       u32 n = R->count[e];
       R->first[e] = (u16)pos;
-      for (u32 k = 0; k < n; k += FFN_TILE) {
+      for (u32 k = 0; k < n; k += FFN_PICK_TILE) {
         R->tile_expert[nt] = (u16)e;
         R->tile_first[nt] = (u16)(pos + k);
-        R->tile_n[nt] = (u8)(n - k < FFN_TILE ? n - k : FFN_TILE);
+        R->tile_n[nt] = (u8)(n - k < FFN_PICK_TILE ? n - k : FFN_PICK_TILE);
         nt++;
       }
       pos += n;
@@ -114,6 +114,27 @@ DEV_INLINE void ffn_ug_unit(const struct ffn_ctx *c, __local struct ffn_lds *lds
     u32 it = wave + 8u * k, r = it / nsl, chain = it % nsl;
     u32 row0 = 2u * i0 + 16u * r, row = row0 + lane % 16u;
     f32x4 acc = 0;
+#if DEV_ARCH_GFX942
+    /* gfx942 (spec/mono.md §2.6, §4.4): rows 2i gate, 2i + 1 up (I = Ir); a step's four K blocks
+     * each one unscaled MFMA of the expanded FP4 (FNUZ, x 2^-7, even K first) against X8R stored to
+     * match, added by fma with 2^(cw + 7 + cx - 254), cw the code of each of the lane's four rows */
+    (void)row;
+    for (u32 s = 0; s < steps; s++) {
+      if (ffn_ug_slice(s, steps, ug) != chain) continue;
+      u32x4 wq = gemv942_ld_fp4(W, (row0 / 16u) * 8u * D, D / 2u, s, lane);
+      u32 cw[4];
+      for (u32 q = 0; q < 4u; q++)
+        cw[q] = dev_ld_u32((__global const u32 *)(WS + hm_codes942_index(row0 + 4u * (lane / 16u) + q, 4u * s, D / 32u)),
+                           DEV_CP_NT);
+      for (u32 b = 0; b < 4u; b++) {
+        u32 blk = 4u * s + b;
+        f32x4 d = gemv942_block(gemv942_fp4_expand(wq[b]), gemv942_ld_act(&x, tok, blk, lane));
+        i32 cx = (i32)gemv942_act_code(&x, tok, blk);
+        for (u32 q = 0; q < 4u; q++)
+          acc[q] = dev_fma(d[q], gemv_pow2((i32)((cw[q] >> (8u * b)) & 0xffu) + 7 + cx - 254), acc[q]);
+      }
+    }
+#else
     for (u32 s = 0; s < steps; s++) {
       if (ffn_ug_slice(s, steps, ug) != chain) continue;
       i32x8 a = gemv_ld_fp4(W, (row0 / 16u) * 8u * D, s, lane);
@@ -126,21 +147,29 @@ DEV_INLINE void ffn_ug_unit(const struct ffn_ctx *c, __local struct ffn_lds *lds
       }
       acc = gemv_mfma_fp4(a, b, acc, sa, sb);
     }
+#endif
     for (u32 q = 0; q < 4u; q++) L->ch[it][lane][q] = acc[q];
   }
   dev_barrier();
   /* work-item (pick j = lid / 32, column i = 32 g2 + lid % 32) for each 32-column group g2 */
   const u32 lid = dev_lid(), j = lid / 32u, ii = lid % 32u;
   for (u32 g2 = 0; g2 < ug; g2++) {
-    u32 i = 32u * g2 + ii, rg = 2u * (i / 16u), row = i % 16u, dl = 16u * (row / 4u) + j;
-    f32 gv = L->ch[rg * nsl][dl][row % 4u], uv = L->ch[(rg + 1u) * nsl][dl][row % 4u];
+#if DEV_ARCH_GFX942
+    /* gate row 2i and up row 2i + 1: row tile i / 8, rows 2(i % 8) and 2(i % 8) + 1 of it */
+    u32 i = 32u * g2 + ii, tg = i / 8u, tu = tg, rgt = 2u * (i % 8u), rup = rgt + 1u;
+#else
+    /* GUGU: gate rows in row tile 2(i / 16), up rows in the next, row i % 16 of each */
+    u32 i = 32u * g2 + ii, tg = 2u * (i / 16u), tu = tg + 1u, rgt = i % 16u, rup = rgt;
+#endif
+    u32 dg = 16u * (rgt / 4u) + j, du = 16u * (rup / 4u) + j;
+    f32 gv = L->ch[tg * nsl][dg][rgt % 4u], uv = L->ch[tu * nsl][du][rup % 4u];
     for (u32 ch = 1; ch < nsl; ch++) {
-      gv = gv + L->ch[rg * nsl + ch][dl][row % 4u];
-      uv = uv + L->ch[(rg + 1u) * nsl + ch][dl][row % 4u];
+      gv = gv + L->ch[tg * nsl + ch][dg][rgt % 4u];
+      uv = uv + L->ch[tu * nsl + ch][du][rup % 4u];
     }
     f32 v = ffn_routed_act(gv, uv, c->a->swiglu_limit);
-    u32 code = fmt_mx_code_a(ffn_amax32(v));
-    u32 word = ffn_gather4(fmt_mx_e4m3(v, (u8)code));
+    u32 code = ffn_act_code(FMT_RULE_A, ffn_amax32(v));
+    u32 word = ffn_gather4(ffn_act_byte(v, code), DEV_ARCH_GFX942);
     u32 col = i0 + i;
     /* groups wholly in the padding are never written (their codes stay 0, the down stage masks them) */
     if (j < n && col - ii < c->a->Ir) {
@@ -178,6 +207,35 @@ DEV_INLINE void ffn_down_task(const struct ffn_ctx *c, __local struct ffn_lds *l
     __global const u8 *WS = (__global const u8 *)c->a->w2_s + (u64)e * D * c->a->w2_cols;
     const u32 goff = rt * 8u * I, row = 16u * rt + lane % 16u, pos = p0 + lane % 16u;
     f32x4 A = 0, B = 0;
+#if DEV_ARCH_GFX942
+    /* gfx942: w2 [D][Ir/2] in hm_fp4_942_offset order (I = Ir, a last step of two blocks when
+     * Ir % 128 is 64), codes row-major [D][Ir/32]; each block one unscaled MFMA against MID (stored
+     * even K first) added by fma with 2^(cw + 7 + cx - 254) to chain A (even steps) or B (odd) */
+    (void)goff, (void)row, (void)WS, (void)isteps, (void)real_blocks;
+    const u32 nblk = I / 32u, tok_ok = lane % 16u < n;
+    __global const u8 *WC = (__global const u8 *)c->a->w2_s + (u64)e * D * nblk;
+    for (u32 s = 0; 4u * s < nblk; s++) {
+      u32x4 wq = gemv942_ld_fp4(W, rt * 8u * I, I / 2u, s, lane);
+      for (u32 b = 0; b < 4u && 4u * s + b < nblk; b++) {
+        u32 blk = 4u * s + b;
+        u64 xb = 0;
+        i32 cx = (i32)GEMV_UNIT_SCALE;
+        if (tok_ok) {
+          u32x2 v = dev_buf_ld_u32x2(MID, pos * I + 32u * blk + 8u * (lane / 16u), DEV_CP_DEV);
+          xb = v[0] | (u64)v[1] << 32;
+          cx = (i32)(dev_ld_u32(&MIDS[pos * (I / 32u) + blk], DEV_CP_DEV) & 0xffu);
+        }
+        f32x4 d = gemv942_block(gemv942_fp4_expand(wq[b]), xb);
+        f32x4 acc = s % 2u == 0 ? A : B;
+        for (u32 q = 0; q < 4u; q++) {
+          i32 cw = (i32)WC[(16u * rt + 4u * (lane / 16u) + q) * nblk + blk];
+          acc[q] = dev_fma(d[q], gemv_pow2(cw + 7 + cx - 254), acc[q]);
+        }
+        if (s % 2u == 0) A = acc;
+        else B = acc;
+      }
+    }
+#else
     for (u32 s = 0; s < isteps; s++) {
       i32x8 a = gemv_ld_fp4(W, goff, s, lane);
       u32 sa = ffn_shuffled_scale(WS, row, 4u * s + lane / 16u, c->a->w2_cols);
@@ -195,21 +253,33 @@ DEV_INLINE void ffn_down_task(const struct ffn_ctx *c, __local struct ffn_lds *l
       if (s % 2u == 0) A = gemv_mfma_fp4(a, b, A, sa, sb);
       else B = gemv_mfma_fp4(a, b, B, sa, sb);
     }
+#endif
     u32 j = lane % 16u;
+#if DEV_ARCH_GFX942
+    /* bf16(contrib x w), the value the combine adds (§2.6): the pick's weight found by its position */
+    if (j < n) {
+      u32 t = R->pick_tok[p0 + j];
+      f32 w = 0.0f;
+      for (u32 k = 0; k < K; k++)
+        if (R->pos[t][k] == p0 + j) w = R->wts[t][k];
+      for (u32 q = 0; q < 4u; q++) L->contrib[p0 + j][4u * (lane / 16u) + q] = fmt_bf16_from_f32((A[q] + B[q]) * w);
+    }
+#else
     if (j < n)
       for (u32 q = 0; q < 4u; q++) L->contrib[p0 + j][4u * (lane / 16u) + q] = A[q] + B[q];
+#endif
   }
   /* shared down, a token tile at a time */
   gemv_mx8 m = gemv_mx8_of((__global const u8 *)c->a->sw2, (__global const u8 *)c->a->sw2_s, D, Sh);
   gemv_act x = gemv_act_of_words(ffn_scr(c, c->a->L.smq), ffn_words(c, c->a->L.smc), S, Sh);
   for (u32 tt = 0; tt < ffn_ntiles(c); tt++) {
-    f32x4 acc = gemv_mx8_wave(&m, &x, 16u * rt, 16u * tt, wave);
+    f32x4 acc = gemv_mx8_wave(&m, &x, 16u * rt, FFN_TILE * tt, wave);
     gemv_red_put(&L->red, wave, acc);
     dev_barrier();
     u32 lid = dev_lid();
     if (lid < 256u) {
-      u32 r = lid / 16u, j = lid % 16u, t = 16u * tt + j;
-      if (t < S) L->shared[t][r] = fmt_round_bf16(gemv_red_sum(&L->red, r, j));
+      u32 r = lid / 16u, j = lid % 16u, t = FFN_TILE * tt + j;
+      if (t < S && j < FFN_TILE) L->shared[t][r] = fmt_round_bf16(gemv_red_sum(&L->red, r, j));
     }
     dev_barrier();
   }
@@ -221,7 +291,11 @@ DEV_INLINE void ffn_down_task(const struct ffn_ctx *c, __local struct ffn_lds *l
     for (u32 h = 0; h < 2u; h++) {
       f32 a = 0.0f;
       for (u32 k = 0; k < K; k++)
+#if DEV_ARCH_GFX942
+        a = fmt_round_bf16(a + fmt_bf16_to_f32(L->contrib[R->pos[t][k]][r + h]));
+#else
         a = fmt_round_bf16(a + fmt_round_bf16(L->contrib[R->pos[t][k]][r + h] * R->wts[t][k]));
+#endif
       v |= (u32)fmt_bf16_from_f32(a + L->shared[t][r + h]) << (16u * h);
     }
     ar_push(&moe, t * (D / 2u) + 8u * rt + r / 2u, v);

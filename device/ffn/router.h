@@ -8,43 +8,60 @@
 /* Router tasks: expert tiles of 16 x 4 K quarters x token tiles. */
 DEV_INLINE u32 ffn_router_tasks(const struct ffn_ctx *c) { return (c->a->E / 16u) * 4u * ffn_ntiles(c); }
 
-/* 16 bf16 (one MFMA operand of 8 K a lane) of row `row` of a [rows][K] bf16 matrix at K offset k. */
-DEV_INLINE u16x8 ffn_ld_bf16x8(dev_buf_t b, u32 row, u32 K, u32 k, int cp) {
-  u32x4 v = gemv_ld16(b, 2u * (row * K + k), cp);
+/* This lane's 8 bf16 of the 32-wide K step at k0 of row `row` of a [rows][K] bf16 matrix: gfx950's
+ * 16x16x32 operand, K k0 + 8(l/16)..+7; gfx942's two 16x16x16 operands (§2.6: the step's first 16
+ * K, then its second 16), K k0 + 4(l/16)..+3 in .lo and k0 + 16 + 4(l/16)..+3 in .hi. */
+DEV_INLINE u16x8 ffn_ld_bf16_step(dev_buf_t b, u32 row, u32 K, u32 k0, u32 lane, int cp) {
+#if DEV_ARCH_GFX942
+  u32 off = 2u * (row * K + k0 + 4u * (lane / 16u));
+  u32x2 lo, hi;
+  if (cp == DEV_CP_DEV) lo = dev_buf_ld_u32x2(b, off, DEV_CP_DEV), hi = dev_buf_ld_u32x2(b, off + 32u, DEV_CP_DEV);
+  else lo = dev_buf_ld_u32x2(b, off, DEV_CP_NT), hi = dev_buf_ld_u32x2(b, off + 32u, DEV_CP_NT);
+  u32x4 v = {lo[0], lo[1], hi[0], hi[1]};
+#else
+  u32x4 v = gemv_ld16(b, 2u * (row * K + k0 + 8u * (lane / 16u)), cp);
+#endif
   return __builtin_bit_cast(u16x8, v);
 }
 
-/* One task: experts e0..e0+15 x tokens t0..t0+15 over K quarter q. In the quarter, wave w takes
- * the 32-wide steps w, w + 8, ... in one accumulator (bf16 MFMA 16x16x32: lane l holds row l%16,
- * K 8(l/16)..+7 of a step); the waves are added 0..7; the partial goes out as a tagged pair. */
+/* One task: experts e0..e0+15 x a token tile (FFN_TILE from t0) over K quarter q. In the quarter,
+ * wave w takes the 32-wide steps w, w + 8, ... in one accumulator (bf16 MFMA 16x16x32; gfx942 two
+ * 16x16x16, ffn_ld_bf16_step); the waves are added 0..7; the partial goes out as a tagged pair. */
 DEV_INLINE void ffn_router_task(const struct ffn_ctx *c, __local struct ffn_lds *lds, u32 task) {
   __local struct ffn_lds_gemv *L = &lds->u.gemv;
   const u32 S = c->a->S, D = c->a->D, E = c->a->E, ET = E / 16u;
   const u32 et = task % ET, q = (task / ET) % 4u, tt = task / (ET * 4u);
-  const u32 e0 = 16u * et, t0 = 16u * tt, lane = dev_lane(), wave = dev_wave();
+  const u32 e0 = 16u * et, t0 = FFN_TILE * tt, lane = dev_lane(), wave = dev_wave();
   const u32 qk = D / 4u, qsteps = qk / 32u;
   dev_buf_t W = dev_buf((__global const void *)c->a->gate_w, E * D * 2u);
   dev_buf_t X = dev_buf(ffn_scr(c, c->a->L.normed), S * D * 2u);
   /* the first weight step is in flight before the wait on the activations */
-  u32 s0 = wave, kl = 8u * (lane / 16u);
+  u32 s0 = wave;
   u16x8 a0 = 0;
-  if (s0 < qsteps) a0 = ffn_ld_bf16x8(W, e0 + lane % 16u, D, q * qk + 32u * s0 + kl, DEV_CP_NT);
-  u32 nt = S - t0 < 16u ? S - t0 : 16u;
+  if (s0 < qsteps) a0 = ffn_ld_bf16_step(W, e0 + lane % 16u, D, q * qk + 32u * s0, lane, DEV_CP_NT);
+  u32 nt = S - t0 < FFN_TILE ? S - t0 : FFN_TILE;
   ho_flags_wait(ffn_words(c, c->a->L.xrdy) + t0, 1u, nt, c->tag);
   f32x4 acc = 0;
   for (u32 s = s0; s < qsteps; s += 8u) {
-    u32 k = q * qk + 32u * s + kl, t = t0 + lane % 16u;
-    u16x8 a = s == s0 ? a0 : ffn_ld_bf16x8(W, e0 + lane % 16u, D, k, DEV_CP_NT);
+    u32 k = q * qk + 32u * s, t = t0 + lane % 16u;
+    u16x8 a = s == s0 ? a0 : ffn_ld_bf16_step(W, e0 + lane % 16u, D, k, lane, DEV_CP_NT);
     u16x8 b = 0;
-    if (t < S) b = ffn_ld_bf16x8(X, t, D, k, DEV_CP_DEV);
+    if (t < S && lane % 16u < FFN_TILE) b = ffn_ld_bf16_step(X, t, D, k, lane, DEV_CP_DEV);
+#if DEV_ARCH_GFX942
+    /* no 16x16x32 bf16 MFMA: two 16x16x16, the step's K 0..15 then 16..31 (spec/mono.md §2.6) */
+    acc = dev_mfma_f32_16x16x16_bf16(a.lo, b.lo, acc);
+    acc = dev_mfma_f32_16x16x16_bf16(a.hi, b.hi, acc);
+#else
     acc = dev_mfma_f32_16x16x32_bf16(a, b, acc);
+#endif
   }
   gemv_red_put(&L->red[0], wave, acc);
   dev_barrier();
   __global u64 *logit = ffn_pairs(c, c->a->L.logit);
   for (u32 i = dev_lid(); i < 256u; i += FFN_CTA) {
     u32 r = i / 16u, j = i % 16u, t = t0 + j;
-    if (t < S) ffn_put(c, &logit[((u64)t * E + e0 + r) * 4u + q], dev_bits_f32(gemv_red_sum(&L->red[0], r, j)));
+    if (t < S && j < FFN_TILE)
+      ffn_put(c, &logit[((u64)t * E + e0 + r) * 4u + q], dev_bits_f32(gemv_red_sum(&L->red[0], r, j)));
   }
   dev_barrier();
 }

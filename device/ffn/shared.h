@@ -26,27 +26,55 @@ DEV_INLINE f32 ffn_amax32(f32 v) {
   return a;
 }
 
-/* The 4 bytes of lanes 4k..4k+3 as one word, in lane 4k (every lane of the wave calls it). */
-DEV_INLINE u32 ffn_gather4(u32 byte) {
+/* The 4 bytes of lanes 4k..4k+3 as one word, in lane 4k (every lane of the wave calls it). chunked
+ * (gfx942's routed activations): the word at position 4k of a 32-lane group holds the lanes
+ * hm_chunk942_k(4k..4k+3) instead, the even K of an 8-byte chunk first. */
+DEV_INLINE u32 ffn_gather4(u32 byte, u32 chunked) {
   u32 l = dev_lane() & ~3u, w = 0;
-  for (u32 b = 0; b < 4u; b++) w |= (dev_shfl_u32(byte, l + b) & 0xffu) << (8u * b);
+  for (u32 b = 0; b < 4u; b++) {
+    u32 src = chunked ? (l & ~31u) + hm_chunk942_k((l & 31u) + b) : l + b;
+    w |= (dev_shfl_u32(byte, src) & 0xffu) << (8u * b);
+  }
   return w;
 }
 
-/* One task: columns 32cg..32cg+31 of tokens t0..t0+15. Gate rows 32cg.. and up rows Sh + 32cg..
- * of sgu (4 row tiles); wave w takes the K steps w, w + 8, ... (§2.0 order), the waves are added
- * 0..7, g and u rounded to bf16; the activation's rule-V codes and bytes, then the task's flag. */
+/* An activation's code (rule V or A over its group's amax) and bytes as the step's GEMVs read them:
+ * gfx942's FNUZ with max 224 (spec/mono.md §2.6), gfx950's OCP. */
+DEV_INLINE u32 ffn_act_code(int rule, f32 amax) {
+#if DEV_ARCH_GFX942
+  return fmt_mx_code_fnuz(rule, amax);
+#else
+  return rule == FMT_RULE_A ? fmt_mx_code_a(amax) : fmt_mx_code_v(amax);
+#endif
+}
+DEV_INLINE u32 ffn_act_byte(f32 v, u32 code) {
+#if DEV_ARCH_GFX942
+  return fmt_mx_fnuz(v, (u8)code);
+#else
+  return fmt_mx_e4m3(v, (u8)code);
+#endif
+}
+
+/* One task: columns 32cg..32cg+31 of a token tile (FFN_TILE tokens from t0). Gate rows 32cg.. and
+ * up rows Sh + 32cg.. of sgu (4 row tiles); wave w takes the K steps w, w + 8, ... (§2.0 order;
+ * gfx942: each step's blocks by fma, device/gemv.h), the waves are added 0..7, g and u rounded to
+ * bf16; the activation's rule-V codes and bytes, then the task's flag. */
 DEV_INLINE void ffn_shared_task(const struct ffn_ctx *c, __local struct ffn_lds *lds, u32 task) {
   __local struct ffn_lds_gemv *L = &lds->u.gemv;
   const u32 S = c->a->S, D = c->a->D, Sh = c->a->Sh, CG = Sh / 32u;
-  const u32 cg = task % CG, tt = task / CG, t0 = 16u * tt;
+  const u32 cg = task % CG, tt = task / CG, t0 = FFN_TILE * tt;
   const u32 lane = dev_lane(), wave = dev_wave(), steps = D / 128u;
   gemv_mx8 m = gemv_mx8_of((__global const u8 *)c->a->sgu, (__global const u8 *)c->a->sgu_s, 2u * Sh, D);
   gemv_act x = gemv_act_of(ffn_scr(c, c->a->L.x8), ffn_scr(c, c->a->L.x8s), S, D);
   const u32 row0[4] = {32u * cg, 32u * cg + 16u, Sh + 32u * cg, Sh + 32u * cg + 16u};
-  u32 nt = S - t0 < 16u ? S - t0 : 16u;
+  u32 nt = S - t0 < FFN_TILE ? S - t0 : FFN_TILE;
   ho_flags_wait(ffn_words(c, c->a->L.xrdy) + t0, 1u, nt, c->tag);
   f32x4 acc[4] = {0, 0, 0, 0};
+#if DEV_ARCH_GFX942
+  for (u32 st = wave; st < steps; st += 8u)
+#pragma unroll
+    for (u32 r = 0; r < 4u; r++) acc[r] = gemv942_mx8_step(&m, &x, row0[r], t0, st, lane, acc[r]);
+#else
   for (u32 st = wave; st < steps; st += 8u) {
     i32x8 b = gemv_ld_act(&x, t0, st, lane);
     u32 sb = gemv_act_scale(&x, t0, st, lane);
@@ -57,6 +85,7 @@ DEV_INLINE void ffn_shared_task(const struct ffn_ctx *c, __local struct ffn_lds 
       acc[r] = gemv_mfma_fp8(a, b, acc[r], gemv_mx8_scale(&m, row, 4u * st + lane / 16u), sb);
     }
   }
+#endif
 #pragma unroll
   for (u32 r = 0; r < 4u; r++) gemv_red_put(&L->red[r], wave, acc[r]);
   dev_barrier();
@@ -65,9 +94,9 @@ DEV_INLINE void ffn_shared_task(const struct ffn_ctx *c, __local struct ffn_lds 
   f32 g = fmt_round_bf16(gemv_red_sum(&L->red[i / 16u], i % 16u, j));
   f32 u = fmt_round_bf16(gemv_red_sum(&L->red[2u + i / 16u], i % 16u, j));
   f32 v = ffn_shared_act(g, u, c->a->swiglu_limit);
-  u32 code = fmt_mx_code_v(ffn_amax32(v));
-  u32 word = ffn_gather4(fmt_mx_e4m3(v, (u8)code));
-  if (t < S) {
+  u32 code = ffn_act_code(FMT_RULE_V, ffn_amax32(v));
+  u32 word = ffn_gather4(ffn_act_byte(v, code), 0);
+  if (t < S && j < FFN_TILE) {
     if (i % 4u == 0) dev_st_u32((__global u32 *)ffn_scr(c, c->a->L.smq) + ((u64)t * Sh + 32u * cg + i) / 4u, word, DEV_CP_DEV);
     if (i == 0) dev_st_u32(ffn_words(c, c->a->L.smc) + (u64)t * CG + cg, code, DEV_CP_DEV);
   }

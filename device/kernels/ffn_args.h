@@ -14,7 +14,8 @@ struct hm_ffn_scratch_layout {
   u64 lin;     /* pairs [S][D/2]: the collapsed stream, two bf16 a pair */
   u64 pmix;    /* pairs [D/32][S][25]: f32 mix partials and sums of squares of each slice */
   u64 normed;  /* u16 [S][D] bf16: the FFN seam's normed rows (router input) */
-  u64 x8r;     /* u8 [S][D] e4m3, rule A (routed experts' input) */
+  u64 x8r;     /* u8 [S][D] e4m3, rule A (routed experts' input; gfx942: FNUZ bytes, codes + 1, each
+                * 8-byte chunk even K first) */
   u64 x8rs;    /* u8 [S][D/32] */
   u64 x8;      /* u8 [S][D] e4m3, rule V (shared expert's input) */
   u64 x8s;     /* u8 [S][D/32] */
@@ -25,7 +26,8 @@ struct hm_ffn_scratch_layout {
   u64 smq;     /* u8 [S][Sh] e4m3 rule V of the shared activation */
   u64 smc;     /* u32 [S][Sh/32] its codes, a word each (written by different CTAs) */
   u64 srdy;    /* u32 [Sh/32][tiles]: a shared task's 32 columns for a token tile are ready */
-  u64 mid;     /* u8 [S*K][I] e4m3 rule A of the routed activation, row = pick position */
+  u64 mid;     /* u8 [S*K][I] e4m3 rule A of the routed activation, row = pick position (gfx942:
+                * FNUZ, I = Ir, each 8-byte chunk even K first, layouts.h hm_chunk942_k) */
   u64 mids;    /* u32 [S*K][I/32] its codes, a word each */
   u64 ugf;     /* u32 [slot tiles][parts]: a routed gate/up unit is done */
   u64 bytes;   /* total */
@@ -72,9 +74,20 @@ struct ffn_args {
 };
 DEV_ARGS_CHECK(ffn_args, 576);
 
-/* Token tiles of the MFMA GEMVs (16 tokens a 16x16 tile on gfx950). */
-#define FFN_TILE 16u
+/* Token tiles of the GEMVs (the router's and the shared expert's passes): 16 tokens a 16x16 tile on
+ * gfx950, 6 on gfx942 (spec/mono.md §1.1 TILE: its 64 KB of LDS). The host, built for both, sizes
+ * the scratch for the smaller. A slot tile of the routed experts is 16 picks on both. */
+#define FFN_TILE_GFX950 16u
+#define FFN_TILE_GFX942 6u
+#if defined(DEV_ARCH_GFX942) && DEV_ARCH_GFX942
+#define FFN_TILE FFN_TILE_GFX942
+#else
+#define FFN_TILE FFN_TILE_GFX950
+#endif
+#define FFN_PICK_TILE 16u
 #define FFN_MAX_ROWS SEAM_MAX_ROWS
+/* gfx942's cap (spec/mono.md §1.1 MAX_ROWS_GFX942, §5.3.1: 7 tiles of 6) */
+#define FFN_MAX_ROWS_GFX942 42u
 #define FFN_MAX_TOPK 8u
 #define FFN_MAX_E 384u
 #define FFN_MAX_D SEAM_MAX_D
@@ -89,8 +102,9 @@ DEV_ARGS_CHECK(ffn_args, 576);
  * holding real columns run). Slot tiles: a slot's picks in tiles of 16; at most picks + picks/16
  * tiles (every slot one partial tile, plus the whole ones). */
 static inline u32 ffn_ug_parts(u32 Ir, u32 ug_groups) { return (Ir + 32u * ug_groups - 1u) / (32u * ug_groups); }
-static inline u32 ffn_tiles(u32 n) { return (n + FFN_TILE - 1u) / FFN_TILE; }
-static inline u32 ffn_max_slot_tiles(u32 picks) { return picks + picks / FFN_TILE; }
+static inline u32 ffn_tiles_of(u32 n, u32 tile) { return (n + tile - 1u) / tile; }
+static inline u32 ffn_tiles(u32 n) { return ffn_tiles_of(n, FFN_TILE); }
+static inline u32 ffn_max_slot_tiles(u32 picks) { return picks + picks / FFN_PICK_TILE; }
 
 static inline u64 ffn_align128(u64 v) { return (v + 127u) & ~(u64)127u; }
 
@@ -110,7 +124,7 @@ static inline void ffn_scratch_layout(u32 S, u32 D, u32 E, u32 K, u32 I, u32 Ir,
   l->wts = o, o = ffn_align128(o + P * 8);
   l->smq = o, o = ffn_align128(o + (u64)S * Sh);
   l->smc = o, o = ffn_align128(o + (u64)S * (Sh / 32) * 4);
-  l->srdy = o, o = ffn_align128(o + (u64)(Sh / 32) * ffn_tiles(S) * 4);
+  l->srdy = o, o = ffn_align128(o + (u64)(Sh / 32) * ffn_tiles_of(S, FFN_TILE_GFX942) * 4);
   l->mid = o, o = ffn_align128(o + P * I);
   l->mids = o, o = ffn_align128(o + P * (I / 32) * 4);
   l->ugf = o, o = ffn_align128(o + (u64)ffn_max_slot_tiles((u32)P) * ffn_ug_parts(Ir, ug_groups) * 4);

@@ -48,14 +48,16 @@ static hm_status upload(hm_agent *a, const void *src, size_t n, void *stage, siz
   return HM_OK;
 }
 
-hm_status hm_bind_tensors(hm_agent *a, const hm_layer_weights *w, const char *who, const struct hm_bind_want *want,
-                          unsigned n, void **out) {
+hm_status hm_bind_tensors(hm_agent *a, const hm_layer_weights *w, hm_arch arch, const char *who,
+                          const struct hm_bind_want *want, unsigned n, void **out) {
   enum { MAX_TENSORS = 32 };
   const hm_tensor *t[MAX_TENSORS];
   if (n > MAX_TENSORS) return hm_fail(HM_ERR_INVALID_ARG, "%s: %u tensors (at most %u)", who, n, MAX_TENSORS);
-  if (w->arch != HM_ARCH_GFX950)
-    return hm_fail(HM_ERR_INVALID_ARG, "%s: the weights are gfx942 copies (spec/mono.md §4.4); this launch reads the "
-                   "gfx950 layouts", who);
+  if (w->arch != arch)
+    return hm_fail(HM_ERR_INVALID_ARG, "%s: the weights are %s (spec/mono.md §4.4); this launch reads the %s",
+                   who, w->arch == HM_ARCH_GFX942 ? "gfx942 copies" : "gfx950 layouts",
+                   arch == HM_ARCH_GFX942 ? "gfx942 copies (hm_build_opts.arch = HM_ARCH_GFX942)"
+                                          : "gfx950 layouts");
   hm_status s;
   size_t largest = 0;
   for (unsigned i = 0; i < n; i++) {
@@ -77,11 +79,17 @@ hm_status hm_bind_tensors(hm_agent *a, const hm_layer_weights *w, const char *wh
   return HM_OK;
 }
 
+hm_arch hm_bind_arch(hm_agent *a) {
+  return strcmp(hm_agent_info_of(a)->name, "gfx942") == 0 ? HM_ARCH_GFX942 : HM_ARCH_GFX950;
+}
+
 hm_status hm_bind_check_agent(hm_agent *a, uint32_t min_cus, const char *who, const char *gfx942_why) {
   const hm_agent_info *ai = hm_agent_info_of(a);
-  if (strcmp(ai->name, "gfx950") != 0)
-    return hm_fail(HM_ERR_REFUSED, "%s: spec/mono.md §5.1.2: its kernel is built for gfx950 and agent %u is %s (%s)", who,
-                   hm_agent_index(a), ai->name, gfx942_why);
+  bool gfx942 = strcmp(ai->name, "gfx942") == 0;
+  if (gfx942 ? gfx942_why != NULL : strcmp(ai->name, "gfx950") != 0)
+    return hm_fail(HM_ERR_REFUSED, "%s: spec/mono.md §5.1.2: its kernel is built for gfx950%s and agent %u is %s%s%s%s",
+                   who, gfx942_why ? "" : " and gfx942", hm_agent_index(a), ai->name, gfx942_why ? " (" : "",
+                   gfx942_why ? gfx942_why : "", gfx942_why ? ")" : "");
   if (!min_cus) min_cus = 256;
   if (ai->cus < min_cus)
     return hm_fail(HM_ERR_REFUSED, "%s: spec/mono.md §5.1.6: agent %u has %u CUs, the launch wants %u", who,

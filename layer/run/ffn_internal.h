@@ -45,6 +45,9 @@ struct hm_ffn {
   const hm_kernel *kernel[2]; /* by enum ffn_step (K2's in K2 mode only) */
   hm_layer_config cfg;
   hm_rank_dims dims;
+  hm_arch arch;          /* the agent's: gfx942 runs its own copies (spec/mono.md §2.6, §4.4) */
+  uint32_t mid_cols;     /* I of the kernel: MID's row (gfx950 inter_pad, gfx942 inter) */
+  uint32_t max_rows;     /* §5.3.1: 48, gfx942 42 */
   uint32_t rank, tp, grid;
   uint32_t rope_rows;    /* K2 mode: rows of cos_sin (a position must be below it) */
   uint64_t peer_timeout_ns, step_timeout_ns, arrival_timeout_ns;
@@ -67,7 +70,8 @@ unsigned hm_ffn_recorded_held(const hm_ffn *f);
 
 /* ffn_bind.c: the checks of hm_ffn_create (a refusal names its rule, messages start "<who>: "),
  * and the weights' upload. K2 runs the FFN half's checks too, as who "K2". */
-hm_status hm_ffn_check_layer(const hm_layer_weights *w, const hm_ffn_config *cfg, uint32_t tp, const char *who);
+hm_status hm_ffn_check_layer(const hm_layer_weights *w, const hm_ffn_config *cfg, uint32_t tp, hm_arch arch,
+                             const char *who);
 hm_status hm_ffn_check_agent(hm_agent *a, const hm_ffn_config *cfg);
 hm_status hm_ffn_bind_weights(hm_ffn *f, const hm_layer_weights *w);
 

@@ -6,6 +6,7 @@
 
 #include "dev_persist.h"
 #include "epoch.h"
+#include "bind_internal.h"
 #include "ffn_internal.h"
 #include "seam_needs.h"
 
@@ -44,8 +45,9 @@ static hm_status open_runner(hm_heap *heap, const hm_layer_weights *w, const hm_
   hm_agent *a = hm_heap_agent(heap);
   uint32_t tp = hm_heap_tp(heap), rank = hm_heap_rank(heap);
   hm_status s;
+  const hm_arch arch = hm_bind_arch(a);
   if (k2 ? ((s = hm_k2_check_agent(a, cfg)) || (s = hm_k2_check_layer(w, cfg, tp)))
-         : ((s = hm_ffn_check_agent(a, cfg)) || (s = hm_ffn_check_layer(w, cfg, tp, launch))))
+         : ((s = hm_ffn_check_agent(a, cfg)) || (s = hm_ffn_check_layer(w, cfg, tp, arch, launch))))
     return s;
   if (w->rank != rank)
     return hm_fail(HM_ERR_INVALID_ARG, "%s: the weights are rank %u's, this heap is rank %u", launch, w->rank, rank);
@@ -54,6 +56,10 @@ static hm_status open_runner(hm_heap *heap, const hm_layer_weights *w, const hm_
   f->mode = mode, f->name = k2 ? "K2" : "FFN", f->launch = launch;
   f->heap = heap, f->agent = a, f->rt = hm_agent_runtime(a);
   f->cfg = w->cfg, f->dims = w->dims, f->rank = rank, f->tp = tp, f->rope_rows = w->rope_positions;
+  /* gfx942's copies keep only the real routed columns (§4.4); its LDS caps a step at 42 rows */
+  f->arch = arch;
+  f->mid_cols = arch == HM_ARCH_GFX942 ? w->dims.inter : w->dims.inter_pad;
+  f->max_rows = arch == HM_ARCH_GFX942 ? FFN_MAX_ROWS_GFX942 : FFN_MAX_ROWS;
   bool sim = hm_runtime_is_sim(f->rt);
   /* The bound counts from the step's start, so on the software agent it must cover a whole step
    * on loaded CPUs (a full-size step under chaos takes over a minute): 600 s there. A dead peer is
@@ -151,9 +157,9 @@ hm_status hm_ffn_check_mode(const hm_ffn *f, enum ffn_mode mode, const char *fn,
 hm_status hm_ffn_check_io(const hm_ffn *f, const hm_ffn_io *io, enum ffn_step step) {
   const bool k2 = step == FFN_STEP_K2;
   const char *name = k2 ? "K2 step" : "FFN step";
-  if (io->rows < 1 || io->rows > FFN_MAX_ROWS)
-    return hm_fail(HM_ERR_REFUSED, "%s: spec/mono.md §5.3.1: %u rows (the launch takes 1..%u)", name, io->rows,
-                   FFN_MAX_ROWS);
+  if (io->rows < 1 || io->rows > f->max_rows)
+    return hm_fail(HM_ERR_REFUSED, "%s: spec/mono.md §5.3.1: %u rows (the launch takes 1..%u%s)", name, io->rows,
+                   f->max_rows, f->arch == HM_ARCH_GFX942 ? " on gfx942" : "");
   if (io->prefills)
     return hm_fail(HM_ERR_REFUSED, "%s: spec/mono.md §5.3.4: %u prefill tokens (the launch is decode-only)", name,
                    io->prefills);
@@ -183,11 +189,11 @@ hm_status hm_ffn_accepts(const hm_ffn *f, const hm_ffn_io *io) {
 
 hm_status hm_ffn_prepare(hm_ffn *f, uint32_t rows) {
   if (!f) return hm_fail(HM_ERR_INVALID_ARG, "hm_ffn_prepare: NULL launch");
-  if (rows < 1 || rows > FFN_MAX_ROWS)
-    return hm_fail(HM_ERR_INVALID_ARG, "hm_ffn_prepare: rows %u (1..%d)", rows, FFN_MAX_ROWS);
+  if (rows < 1 || rows > f->max_rows)
+    return hm_fail(HM_ERR_INVALID_ARG, "hm_ffn_prepare: rows %u (1..%u)", rows, f->max_rows);
   struct ffn_width *w = &f->width[rows];
   if (w->scratch) return HM_OK;
-  ffn_scratch_layout(rows, f->cfg.hidden, f->cfg.experts, f->cfg.topk, f->dims.inter_pad, f->dims.inter,
+  ffn_scratch_layout(rows, f->cfg.hidden, f->cfg.experts, f->cfg.topk, f->mid_cols, f->dims.inter,
                      f->dims.shared_inter, f->cfg.ug_groups, &w->layout);
   uint64_t bytes = w->layout.bytes;
   if (f->mode == FFN_MODE_K2) {
@@ -240,7 +246,8 @@ void hm_ffn_fill_args(const hm_ffn *f, const hm_ffn_io *io, struct ffn_args *a) 
   a->epoch = (uintptr_t)f->epoch, a->persist = (uintptr_t)f->persist;
   a->region_attn = f->region_attn, a->region_ffn = f->region_ffn;
   a->S = io->rows, a->D = c->hidden, a->E = c->experts, a->topk = c->topk;
-  a->I = f->dims.inter_pad, a->Ir = f->dims.inter, a->Sh = f->dims.shared_inter, a->w2_cols = f->dims.w2_scale_cols;
+  a->I = f->mid_cols, a->Ir = f->dims.inter, a->Sh = f->dims.shared_inter;
+  a->w2_cols = f->arch == HM_ARCH_GFX942 ? f->mid_cols / 32 : f->dims.w2_scale_cols;
   a->ug_groups = c->ug_groups, a->rank = f->rank, a->tp = f->tp;
   a->route_scale = c->route_scale, a->swiglu_limit = c->swiglu_limit;
 }
@@ -362,7 +369,8 @@ hm_status hm_ffn_step_bytes(const hm_ffn *f, uint32_t rows, uint64_t *bytes, uin
   if (!f->width[rows].scratch) return hm_fail(HM_ERR_INVALID_ARG, "hm_ffn_step_bytes: width %u has not run", rows);
   const struct ffn_width *w = &f->width[rows];
   const uint64_t S = rows, D = f->cfg.hidden, E = f->cfg.experts, K = f->cfg.topk;
-  const uint64_t I = f->dims.inter_pad, Ir = f->dims.inter, Sh = f->dims.shared_inter;
+  const uint64_t I = f->mid_cols, Ir = f->dims.inter, Sh = f->dims.shared_inter;
+  const uint64_t w2c = f->arch == HM_ARCH_GFX942 ? I / 32 : f->dims.w2_scale_cols;
   uint64_t *ids;
   size_t n = (size_t)(S * K * 8);
   hm_status s = hm_mem_alloc(f->agent, HM_POOL_HOST, n, 0, (void **)&ids);
@@ -383,7 +391,7 @@ hm_status hm_ffn_step_bytes(const hm_ffn *f, uint32_t rows, uint64_t *bytes, uin
    * their codes, and all of down (its K steps cover the padding) with its codes */
   uint64_t ug_cols = (uint64_t)ffn_ug_parts((uint32_t)Ir, f->cfg.ug_groups) * 32 * f->cfg.ug_groups;
   if (ug_cols > I) ug_cols = I;
-  uint64_t expert = 2 * ug_cols * D / 2 + 2 * ug_cols * D / 32 + D * I / 2 + D * f->dims.w2_scale_cols;
+  uint64_t expert = 2 * ug_cols * D / 2 + 2 * ug_cols * D / 32 + D * I / 2 + D * w2c;
   uint64_t shared = 2 * Sh * D + 2 * Sh / 32 * (D / 32) + D * Sh + D / 32 * (Sh / 32);
   uint64_t router = E * D * 2 + E * 4;
   uint64_t seam = (uint64_t)HM_MIX * HM_HC * D * 4 + D * 2 + 27 * 4;

@@ -52,5 +52,5 @@ hm_status hm_k1_bind_weights(hm_k1 *k, const hm_layer_weights *w) {
       [K1_T_WQ_B_S] = {"wq_b_s", HM_DT_E8M0, 2, {H * K1_HEAD / 32, Q / 32}},
       [K1_T_COS_SIN] = {"cos_sin", HM_DT_F32, 2, {w->rope_positions, HM_ROPE_DIM}},
   };
-  return hm_bind_tensors(k->agent, w, "K1 weights", want, K1_T_COUNT, k->w);
+  return hm_bind_tensors(k->agent, w, HM_ARCH_GFX950, "K1 weights", want, K1_T_COUNT, k->w);
 }

@@ -18,7 +18,7 @@ hm_status hm_k2_check_layer(const hm_layer_weights *w, const hm_ffn_config *cfg,
                    c->layer, !(w->parts & HM_WPART_ATTN) ? "attention (HM_WPART_ATTN)" : "FFN (HM_WPART_FFN)");
   /* the FFN half runs the FFN launch's stages: its rules and limits (TP, routing, hidden: a
    * multiple of 256, which wo_b's 16-row tasks need too) are K2's */
-  hm_status s = hm_ffn_check_layer(w, cfg, tp, "K2");
+  hm_status s = hm_ffn_check_layer(w, cfg, tp, HM_ARCH_GFX950, "K2");
   if (s) return s;
   if (w->rope_positions == 0) return hm_fail(HM_ERR_INVALID_ARG, "K2: layer %d's weights have no RoPE rows", c->layer);
   /* the back's own limits (device/kernels/k2_args.h, device/attn/k2.h) */
@@ -57,5 +57,5 @@ hm_status hm_k2_bind_weights(hm_ffn *f, const hm_layer_weights *w) {
       [K2_T_WO_B] = {"wo_b", HM_DT_E4M3, 2, {D, OR}},
       [K2_T_WO_B_S] = {"wo_b_s", HM_DT_E8M0, 2, {D / 32, OR / 32}},
   };
-  return hm_bind_tensors(f->agent, w, "K2 weights", want, K2_T_COUNT, f->back_w);
+  return hm_bind_tensors(f->agent, w, HM_ARCH_GFX950, "K2 weights", want, K2_T_COUNT, f->back_w);
 }

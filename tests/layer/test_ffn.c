@@ -601,23 +601,9 @@ START_TEST(create_refusals_tp2) {
 }
 END_TEST
 
-START_TEST(gfx942_refused) {
-  setenv("HSAMONO_SIM_ARCH", "gfx942", 1);
-  hm_runtime *rt = tl_open_sim();
-  hm_heap *h = heap_of(rt, 1, 0);
-  hm_layer_config tiny = tl_config("tiny", 3, 0, 0);
-  hm_layer_weights w = {.cfg = tiny, .parts = HM_WPART_FFN};
-  ck_assert_int_eq(hm_rank_dims_for(&tiny, 2, &w.dims), HM_OK);
-  hm_ffn *f = NULL;
-  expect_refused(hm_ffn_create(h, &w, &small_grid, &f), "§5.1.2");
-  hm_heap_destroy(h);
-  hm_runtime_close(rt);
-}
-END_TEST
-
 Suite *hm_test_suite(void) {
   const tl_case tests[] = {
-      {"create_refusals", create_refusals},   {"gfx942_refused", gfx942_refused},
+      {"create_refusals", create_refusals},
       {"create_refusals_tp2", create_refusals_tp2}, {"tiny_tp2_rows", tiny_tp2_rows},
       {"tiny_tp4_rows", tiny_tp4_rows},       {"tiny_draft_tp2", tiny_draft_tp2},
       {"replays_bit_identical", replays_bit_identical}, {"lagging_rank_steps", lagging_rank_steps},
