@@ -60,7 +60,7 @@ START_TEST(compressor_vs_double) {
   float *normed = malloc(sizeof(float) * 2 * D), *qr = malloc(sizeof(float) * 2 * c.q_lora);
   hm_gen_normal(91, "normed", 2 * D, 0, 1, true, normed);
   hm_gen_normal(91, "qr", 2 * c.q_lora, 0, 1, true, qr);
-  hm_select_args a = {&c, &w, 2, normed, qr, g.pos, g.slot, g.t2r, g.in.comp, g.bt, g.in.bt_stride, g.in.comp.block_size};
+  hm_select_args a = {&c, &w, 2, normed, qr, g.pos, g.slot, g.t2r, g.in.comp, g.bt, g.in.bt_stride, g.in.comp.block_size, NULL};
   int32_t topk[2 * 512];
   ck_assert_int_eq(hm_ref_select(st, &a, topk), HM_OK);
   /* entry 100 = softmax-pooled rows 200 and 201, RMSNorm, RoPE at 200 */
@@ -106,7 +106,7 @@ START_TEST(compressor_vs_double) {
   ck_assert_int_eq(hm_gen_step_seed_select(&g2, &c, st2, 91), HM_OK);
   for (uint32_t t = 0; t < 2; t++) {
     hm_select_args b = {&c, &w, 1, normed + t * D, qr + t * c.q_lora, g2.pos + t, g2.slot + t, g2.t2r + t, g2.in.comp, g2.bt,
-                        g2.in.bt_stride, g2.in.comp.block_size};
+                        g2.in.bt_stride, g2.in.comp.block_size, NULL};
     ck_assert_int_eq(hm_ref_select(st2, &b, topk), HM_OK);
   }
   float rec2[512];
@@ -135,7 +135,7 @@ START_TEST(index_layers) {
   hm_gen_normal(5, "normed", 2 * D, 0, 1, true, normed);
   hm_gen_normal(5, "qr", 2 * c20.q_lora, 0, 1, true, qr);
   int32_t topk[2 * 512], topk24[2 * 512];
-  hm_select_args a = {&c20, &w20, 2, normed, qr, g.pos, g.slot, g.t2r, g.in.comp, g.bt, g.in.bt_stride, g.in.comp.block_size};
+  hm_select_args a = {&c20, &w20, 2, normed, qr, g.pos, g.slot, g.t2r, g.in.comp, g.bt, g.in.bt_stride, g.in.comp.block_size, NULL};
   /* no keys yet for the entries before the step */
   ck_assert_int_eq(hm_ref_select(st, &a, topk), HM_ERR_INVALID_ARG);
   ck_assert_ptr_nonnull(strstr(hm_errmsg(), "indexer keys"));
