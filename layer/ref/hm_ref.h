@@ -282,8 +282,9 @@ typedef hm_status (*hm_select_fn)(void *ctx, const hm_select_args *a, int32_t *t
 typedef struct hm_select_state hm_select_state;
 hm_status hm_select_state_new(hm_select_state **out);
 void hm_select_state_free(hm_select_state *s);
-/* Seeds request req's indexer keys of kv source `kv_layer` with n generated keys (entries the
- * state did not see being made, as after a prefill elsewhere): QDQ'd MXFP4 normals. */
+/* Seeds request req's indexer keys 0..n-1 of kv source `kv_layer` that the state does not hold
+ * with generated keys (entries the state did not see being made, as after a prefill elsewhere):
+ * QDQ'd MXFP4 normals; keys it holds (made by a step, or seeded before) are kept. */
 hm_status hm_select_state_seed(hm_select_state *s, const hm_layer_config *cfg, int32_t kv_layer, int32_t req,
                                uint32_t n, uint64_t seed);
 /* Seeds the compressor's pending first token of request req on ratio-2 kv source cfg->layer: the
@@ -292,11 +293,12 @@ hm_status hm_select_state_seed(hm_select_state *s, const hm_layer_config *cfg, i
  * (fp32(normed row) . cmp_wkv^T and . cmp_wgate^T). Replaces the request's pending token. */
 hm_status hm_select_state_pend(hm_select_state *s, const hm_layer_config *cfg, int32_t req, int64_t pos,
                                const float *kv, const float *gate);
-/* A kv source's compressor runs first and its writes (records, keys, pending tokens) are
- * idempotent, so a call refused later (a request short of indexer keys) can be repeated. A ratio-2
- * group's first token comes from an earlier row of the step or from the state (an earlier step,
- * hm_select_state_pend); a live row that ends a group with neither is refused before any write,
- * naming the request and position. With a->trace, the step's select outputs as select.*: first
+/* A call is checked whole before anything is written, so a refused one changes nothing (the
+ * state, the cache, topk) and can be repeated once the state is seeded: every live row's indexer
+ * keys 0..n-1 held or made by the step (else refused naming the request and key), and every
+ * ratio-2 group a live row ends has its first token, from an earlier live row of the step or the
+ * state (a step before, or hm_select_state_pend; else refused naming the request and position:
+ * the second token alone is no compressed entry). With a->trace, the step's select outputs as select.*: first
  * [S] i32 (the row holding the first token of the group the row ends, -1 the state, -2 none),
  * pending_kv/pending_gate [S,512] (the state's first token a row used), entry [S] i32 (the
  * compressed entry the row wrote, -1 none), records [S,584] u8 (its bytes as inserted), keys
@@ -462,7 +464,8 @@ const char *hm_gen_case_names(void);
  * (all of them on a reindex layer; those before each request's first live row on a kv source,
  * whose compressor makes the step's own) and, on a ratio-2 kv source, the pending first token
  * (hm_select_state_pend: generated f32 projections, as a prefill left them) of every request
- * whose first live row is at an odd position. No-op on layers without an indexer. */
+ * whose first live row is at an odd position and whose state holds no first token there (a step
+ * before that made it keeps it). No-op on layers without an indexer. */
 hm_status hm_gen_step_seed_select(const hm_gen_step *s, const hm_layer_config *cfg, hm_select_state *st, uint64_t seed);
 /* a deep copy (each run writes records into the caches) */
 hm_status hm_gen_step_copy(const hm_gen_step *from, hm_gen_step *to);

@@ -115,6 +115,7 @@ hm_status hm_select_state_seed(hm_select_state *s, const hm_layer_config *cfg, i
   float k[IDX_MAX_HEAD];
   char name[64];
   for (uint32_t j = 0; j < n; j++) {
+    if (j < r->nkeys && r->have[j]) continue; /* made (or seeded) already: kept */
     snprintf(name, sizeof name, "index.key.%d.%d.%u", kv_layer, req, j);
     hm_gen_normal(seed, name, cfg->index_head_dim, 0.0f, 1.0f, true, k);
     qdq_fp4(k, cfg->index_head_dim);
@@ -122,6 +123,11 @@ hm_status hm_select_state_seed(hm_select_state *s, const hm_layer_config *cfg, i
     if (st != HM_OK) return st;
   }
   return HM_OK;
+}
+
+bool hm_select_state_pending_at(const hm_select_state *s, int32_t layer, int32_t req, int64_t pos) {
+  const sel_req *r = find_req(s, layer, req);
+  return r && r->pend && r->pend_pos == pos;
 }
 
 hm_status hm_select_state_pend(hm_select_state *s, const hm_layer_config *cfg, int32_t req, int64_t pos,
@@ -217,6 +223,35 @@ static hm_status check_groups(const hm_select_state *s, const hm_select_args *a,
     }
     if (pend != p - 1) return group_missing(q, p);
     if (first) first[t] = from;
+  }
+  return HM_OK;
+}
+
+/* Before any write: every live row's entries 0..n-1 have indexer keys, held by the state or made
+ * by this step's compressor (a live row of the request that ends entry j), so a refused call
+ * leaves the state, the cache and the caller's top-k as they were. */
+static hm_status check_keys(const hm_select_state *s, const hm_select_args *a) {
+  const hm_layer_config *c = a->cfg;
+  const uint32_t r = c->compress_ratio;
+  const bool kvsrc = hm_config_has(c, HM_ROLE_KV_SOURCE);
+  for (uint32_t t = 0; t < a->S; t++) {
+    if (a->slot_mapping[t] < 0) continue;
+    const int32_t q = a->token_to_req[t];
+    const uint32_t n = (uint32_t)((a->positions[t] + 1) / r);
+    const sel_req *kr = find_req(s, c->kv_source, q);
+    uint32_t have = 0;
+    while (kr && have < n && have < kr->nkeys && kr->have[have]) have++;
+    for (uint32_t j = have; j < n; j++) {
+      bool made = false;
+      for (uint32_t u = 0; kvsrc && u < a->S && !made; u++)
+        made = a->slot_mapping[u] >= 0 && a->token_to_req[u] == q && (a->positions[u] + 1) % r == 0 &&
+               (uint64_t)(a->positions[u] / r) == j;
+      if (!made && !(kr && j < kr->nkeys && kr->have[j]))
+        return hm_fail(HM_ERR_INVALID_ARG,
+                       "select: request %d has no indexer key %u of layer %d (hm_select_state_seed), row %u needs "
+                       "indexer keys 0..%u",
+                       q, j, c->kv_source, t, n - 1);
+    }
   }
   return HM_OK;
 }
@@ -398,7 +433,7 @@ hm_status hm_ref_select(void *state, const hm_select_args *a, int32_t *topk) {
   const bool kvsrc = hm_config_has(c, HM_ROLE_KV_SOURCE);
   select_trace tr = {0};
   const uint32_t tr0 = a->trace ? a->trace->count : 0;
-  if (kvsrc && (st = check_groups(s, a, NULL)) != HM_OK) return st;
+  if ((kvsrc && (st = check_groups(s, a, NULL)) != HM_OK) || (st = check_keys(s, a)) != HM_OK) return st;
   if (a->trace && (st = trace_begin(s, a, &tr)) != HM_OK) return st;
   /* 1. the kv source's compressor, rows in order (a group may span two rows of the step) */
   if (kvsrc)

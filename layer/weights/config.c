@@ -133,9 +133,6 @@ hm_status hm_config_tiny(int32_t layer, hm_layer_config *out) {
   c.shared_inter = 256;
   c.ug_groups = draft ? 1 : 2;
   c.engram_head_dim = 64;
-  /* layer 20 keeps 72 blocks (576 ids), not 2048: at the generator's contexts (a request's 4096
-   * slots) the candidate mask then cuts entries, and the later index sources pick 512 of 576 */
-  c.candidate_topk_blocks = 72;
   *out = c;
   return HM_OK;
 }

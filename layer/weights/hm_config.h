@@ -74,7 +74,7 @@ typedef struct hm_layer_config {
   int32_t kv_source;     /* layer whose compressed cache this layer reads (-1: none) */
   int32_t index_source;  /* layer whose top-k this layer reads (-1: none) */
   int32_t candidate_source; /* layer 20 */
-  uint32_t candidate_topk_blocks, candidate_block_size; /* 2048 (tiny: 72), 8 */
+  uint32_t candidate_topk_blocks, candidate_block_size; /* 2048, 8 */
 
   float rope_theta, compress_rope_theta; /* 10000, 160000 */
   float yarn_factor;     /* 16 */

@@ -119,6 +119,160 @@ START_TEST(compressor_vs_double) {
 }
 END_TEST
 
+/* ---------------------------------------------------------------- the compressor's state */
+
+/* Row t's normed input and q latent from streams named by its position, so a token has the same
+ * rows in every step that holds it. */
+static void rows_at(const hm_layer_config *c, const hm_gen_step *g, float *normed, float *qr) {
+  char n[48];
+  for (uint32_t t = 0; t < g->in.S; t++) {
+    snprintf(n, sizeof n, "normed.%lld", (long long)g->pos[t]);
+    hm_gen_normal(91, n, c->hidden, 0, 1, true, normed + (size_t)t * c->hidden);
+    snprintf(n, sizeof n, "qr.%lld", (long long)g->pos[t]);
+    hm_gen_normal(91, n, c->q_lora, 0, 1, true, qr + (size_t)t * c->q_lora);
+  }
+}
+
+/* one select call on g's step (its own cache), rows from rows_at; trace may be NULL */
+static hm_status select_on(hm_select_state *st, const hm_layer_config *c, const hm_layer_weights *w, hm_gen_step *g,
+                           hm_tensor_set *trace, int32_t *topk) {
+  float *normed = malloc(sizeof(float) * g->in.S * c->hidden), *qr = malloc(sizeof(float) * g->in.S * c->q_lora);
+  rows_at(c, g, normed, qr);
+  hm_select_args a = {c, w, g->in.S, normed, qr, g->pos, g->slot, g->t2r, g->in.comp, g->bt, g->in.bt_stride,
+                      g->in.comp.block_size, trace};
+  hm_status s = hm_ref_select(st, &a, topk);
+  free(normed), free(qr);
+  return s;
+}
+
+/* the record of request q's compressed entry j in g's cache */
+static void entry_bytes(const hm_gen_step *g, int32_t q, uint32_t j, uint8_t rec[HM_RECORD]) {
+  uint32_t rpb = g->in.comp.block_size;
+  int64_t slot = (int64_t)g->bt[(size_t)q * g->in.bt_stride + j / rpb] * rpb + j % rpb;
+  uint64_t d, sc;
+  ck_assert_int_eq(hm_ref_kv_offsets(&g->in.comp, slot, &d, &sc), HM_OK);
+  memcpy(rec, g->in.comp.base + d, HM_RECORD_DATA);
+  memcpy(rec + HM_RECORD_DATA, g->in.comp.base + sc, 8);
+}
+
+/* A ratio-2 group begun by one step (its first token, position 200, the step's last row) and ended
+ * by the next (201, its first row) makes the entry a step holding both tokens makes, byte for byte,
+ * and the same indexer key. The second step is refused once (its other request has no indexer
+ * keys yet): the refusal writes nothing, and the repeat, after seeding, still finds the held first
+ * token. */
+START_TEST(group_over_two_steps) {
+  hm_layer_config c = tl_config("tiny", 2, 0, 0);
+  hm_layer_weights w;
+  tl_build_group(&c, 1, 91, HM_WPART_ALL & ~HM_WPART_ENGRAM, &w);
+  int32_t topk[4 * 512];
+  /* one step: positions 200, 201 */
+  hm_gen_step g1;
+  ck_assert_int_eq(hm_gen_step_make(&c, 2, 1, 200, 91, &g1), HM_OK);
+  hm_select_state *s1;
+  ck_assert_int_eq(hm_select_state_new(&s1), HM_OK);
+  ck_assert_int_eq(hm_select_state_seed(s1, &c, 2, 0, 100, 91), HM_OK);
+  hm_tensor_set t1;
+  hm_tset_init(&t1);
+  ck_assert_int_eq(select_on(s1, &c, &w, &g1, &t1, topk), HM_OK);
+  uint8_t one[HM_RECORD], two[HM_RECORD];
+  entry_bytes(&g1, 0, 100, one);
+  ck_assert_int_eq(tl_i32(&t1, "select.first")[1], 0); /* 201's first token: row 0 */
+  ck_assert_int_eq(tl_i32(&t1, "select.entry")[1], 100);
+  ck_assert_mem_eq(tl_u8(&t1, "select.records") + HM_RECORD, one, HM_RECORD);
+  /* two steps: 198, 199, 200 | request 0 at 201, 202 and request 1 at 208, 209 */
+  hm_gen_step ga, gb;
+  ck_assert_int_eq(hm_gen_step_make(&c, 3, 1, 198, 91, &ga), HM_OK);
+  ck_assert_int_eq(hm_gen_step_make(&c, 4, 2, 201, 91, &gb), HM_OK);
+  ck_assert_int_eq(gb.pos[0], 201);
+  ck_assert_int_eq(gb.pos[2], 208);
+  hm_select_state *s2;
+  ck_assert_int_eq(hm_select_state_new(&s2), HM_OK);
+  ck_assert_int_eq(hm_select_state_seed(s2, &c, 2, 0, 99, 91), HM_OK);
+  ck_assert_int_eq(select_on(s2, &c, &w, &ga, NULL, topk), HM_OK);
+  uint8_t *cache = malloc(gb.comp_bytes);
+  memcpy(cache, gb.comp_buf, gb.comp_bytes);
+  ck_assert_int_eq(select_on(s2, &c, &w, &gb, NULL, topk), HM_ERR_INVALID_ARG);
+  ck_assert_msg(strstr(hm_errmsg(), "request 1 has no indexer key 0"), "%s", hm_errmsg());
+  ck_assert_msg(!memcmp(cache, gb.comp_buf, gb.comp_bytes), "a refused select wrote the compressed cache");
+  ck_assert_int_eq(hm_select_state_seed(s2, &c, 2, 1, 104, 91), HM_OK);
+  hm_tensor_set t2;
+  hm_tset_init(&t2);
+  ck_assert_int_eq(select_on(s2, &c, &w, &gb, &t2, topk), HM_OK);
+  entry_bytes(&gb, 0, 100, two);
+  ck_assert_msg(!memcmp(one, two, HM_RECORD), "entry 100 over two steps differs from the one-step entry");
+  ck_assert_int_eq(tl_i32(&t2, "select.first")[0], -1); /* from the state */
+  ck_assert_int_eq(tl_i32(&t2, "select.first")[3], 2);  /* 209's: row 2 (208) */
+  ck_assert_mem_eq(tl_f32(&t2, "select.keys"), tl_f32(&t1, "select.keys") + c.index_head_dim,
+                   c.index_head_dim * sizeof(float));
+  free(cache);
+  hm_tset_free(&t1), hm_tset_free(&t2);
+  hm_select_state_free(s1), hm_select_state_free(s2);
+  hm_gen_step_free(&g1), hm_gen_step_free(&ga), hm_gen_step_free(&gb);
+  hm_weights_free(&w);
+}
+END_TEST
+
+/* f32 projections of a bf16 row as the compressor makes them: y[n] = sum_k W[n][k] x[k] in k order */
+static void project(const uint16_t *W, uint32_t K, const float *x, float *y) {
+  for (uint32_t n = 0; n < HM_HEAD_DIM; n++) {
+    float a = 0.0f;
+    for (uint32_t k = 0; k < K; k++) a = a + fmt_bf16_to_f32(W[(size_t)n * K + k]) * x[k];
+    y[n] = a;
+  }
+}
+
+/* A step whose first row ends a group the state has no first token for is refused naming the
+ * request and position, writing nothing; with the token given through hm_select_state_pend (its
+ * projections computed here from its normed row) the entry is the one-step entry. */
+START_TEST(missing_first_token) {
+  hm_layer_config c = tl_config("tiny", 2, 0, 0);
+  hm_layer_weights w;
+  tl_build_group(&c, 1, 91, HM_WPART_ALL & ~HM_WPART_ENGRAM, &w);
+  int32_t topk[2 * 512];
+  hm_gen_step g, g1;
+  ck_assert_int_eq(hm_gen_step_make(&c, 2, 1, 201, 91, &g), HM_OK); /* 201, 202 */
+  hm_select_state *st;
+  ck_assert_int_eq(hm_select_state_new(&st), HM_OK);
+  ck_assert_int_eq(hm_select_state_seed(st, &c, 2, 0, 100, 91), HM_OK);
+  uint8_t *cache = malloc(g.comp_bytes);
+  memcpy(cache, g.comp_buf, g.comp_bytes);
+  for (int k = 0; k < 2 * 512; k++) topk[k] = 7;
+  ck_assert_int_eq(select_on(st, &c, &w, &g, NULL, topk), HM_ERR_INVALID_ARG);
+  ck_assert_msg(strstr(hm_errmsg(), "request 0 position 201") && strstr(hm_errmsg(), "first token (position 200)"),
+                "%s", hm_errmsg());
+  ck_assert_msg(!memcmp(cache, g.comp_buf, g.comp_bytes), "a refused select wrote the compressed cache");
+  ck_assert_int_eq(topk[0], 7);
+  /* the first token through the API */
+  float *row = malloc(sizeof(float) * c.hidden), *qr = malloc(sizeof(float) * c.q_lora), kv[512], gate[512];
+  hm_gen_step one = g;
+  int64_t p200 = 200;
+  one.pos = &p200, one.in.S = 1;
+  rows_at(&c, &one, row, qr);
+  project(hm_weights_get(&w, "cmp_wkv")->data, c.hidden, row, kv);
+  project(hm_weights_get(&w, "cmp_wgate")->data, c.hidden, row, gate);
+  ck_assert_int_eq(hm_select_state_pend(st, &c, 0, 201, kv, gate), HM_ERR_INVALID_ARG); /* odd: no first token */
+  ck_assert_int_eq(hm_select_state_pend(st, &c, 0, 200, kv, gate), HM_OK);
+  ck_assert_int_eq(select_on(st, &c, &w, &g, NULL, topk), HM_OK);
+  /* the one-step entry: 200 and 201 in one step */
+  ck_assert_int_eq(hm_gen_step_make(&c, 2, 1, 200, 91, &g1), HM_OK);
+  hm_select_state *s1;
+  ck_assert_int_eq(hm_select_state_new(&s1), HM_OK);
+  ck_assert_int_eq(hm_select_state_seed(s1, &c, 2, 0, 100, 91), HM_OK);
+  ck_assert_int_eq(select_on(s1, &c, &w, &g1, NULL, topk), HM_OK);
+  uint8_t a[HM_RECORD], b[HM_RECORD];
+  entry_bytes(&g, 0, 100, a);
+  entry_bytes(&g1, 0, 100, b);
+  ck_assert_msg(!memcmp(a, b, HM_RECORD), "entry 100 from the given first token differs from the one-step entry");
+  /* not a ratio-2 kv source: nothing to hold */
+  hm_layer_config c20 = tl_config("tiny", 20, 0, 0);
+  ck_assert_int_eq(hm_select_state_pend(st, &c20, 0, 200, kv, gate), HM_ERR_INVALID_ARG);
+  free(cache), free(row), free(qr);
+  hm_select_state_free(st), hm_select_state_free(s1);
+  hm_gen_step_free(&g), hm_gen_step_free(&g1);
+  hm_weights_free(&w);
+}
+END_TEST
+
 /* past 512 compressed entries the indexer really selects: 512 ascending ids, the step's newest
  * entry among the candidates; layer 24 reads layer 20's keys; a missing key is an error */
 START_TEST(index_layers) {
@@ -206,6 +360,8 @@ Suite *hm_test_suite(void) {
   tcase_add_test(tc, compressor_vs_double);
   tcase_add_test(tc, index_layers);
   tcase_add_test(tc, step_index_sources);
+  tcase_add_test(tc, group_over_two_steps);
+  tcase_add_test(tc, missing_first_token);
   suite_add_tcase(s, tc);
   return s;
 }
