@@ -282,9 +282,9 @@ typedef hm_status (*hm_select_fn)(void *ctx, const hm_select_args *a, int32_t *t
 typedef struct hm_select_state hm_select_state;
 hm_status hm_select_state_new(hm_select_state **out);
 void hm_select_state_free(hm_select_state *s);
-/* Seeds request req's indexer keys 0..n-1 of kv source `kv_layer` that the state does not hold
- * with generated keys (entries the state did not see being made, as after a prefill elsewhere):
- * QDQ'd MXFP4 normals; keys it holds (made by a step, or seeded before) are kept. */
+/* Seeds request req's indexer keys 0..n-1 of kv source `kv_layer` with generated keys (entries the
+ * state did not see being made, as after a prefill elsewhere): QDQ'd MXFP4 normals, replacing
+ * any the state holds. */
 hm_status hm_select_state_seed(hm_select_state *s, const hm_layer_config *cfg, int32_t kv_layer, int32_t req,
                                uint32_t n, uint64_t seed);
 /* Seeds the compressor's pending first token of request req on ratio-2 kv source cfg->layer: the
@@ -464,8 +464,9 @@ const char *hm_gen_case_names(void);
  * (all of them on a reindex layer; those before each request's first live row on a kv source,
  * whose compressor makes the step's own) and, on a ratio-2 kv source, the pending first token
  * (hm_select_state_pend: generated f32 projections, as a prefill left them) of every request
- * whose first live row is at an odd position and whose state holds no first token there (a step
- * before that made it keeps it). No-op on layers without an indexer. */
+ * whose first live row is at an odd position. It replaces what the state holds for those
+ * entries and tokens: a step that continues the state's own steps needs no seeding of them
+ * (hm_select_state_seed the new requests only). No-op on layers without an indexer. */
 hm_status hm_gen_step_seed_select(const hm_gen_step *s, const hm_layer_config *cfg, hm_select_state *st, uint64_t seed);
 /* a deep copy (each run writes records into the caches) */
 hm_status hm_gen_step_copy(const hm_gen_step *from, hm_gen_step *to);

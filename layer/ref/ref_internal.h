@@ -116,7 +116,4 @@ void ref_ranks_release(ref_ranks *k);
 hm_status hm_ref_ffn_launch_ranks(ref_ranks *k, uint32_t S, const float *const *parts, const float *res_mid,
                                   const float *post_a, const float *comb_a, const float *pre_a, hm_tensor_set *trace);
 
-/* true if s holds request req's pending first token at position pos on kv source layer */
-bool hm_select_state_pending_at(const hm_select_state *s, int32_t layer, int32_t req, int64_t pos);
-
 #endif /* HM_REF_INTERNAL_H */

@@ -115,7 +115,6 @@ hm_status hm_select_state_seed(hm_select_state *s, const hm_layer_config *cfg, i
   float k[IDX_MAX_HEAD];
   char name[64];
   for (uint32_t j = 0; j < n; j++) {
-    if (j < r->nkeys && r->have[j]) continue; /* made (or seeded) already: kept */
     snprintf(name, sizeof name, "index.key.%d.%d.%u", kv_layer, req, j);
     hm_gen_normal(seed, name, cfg->index_head_dim, 0.0f, 1.0f, true, k);
     qdq_fp4(k, cfg->index_head_dim);
@@ -123,11 +122,6 @@ hm_status hm_select_state_seed(hm_select_state *s, const hm_layer_config *cfg, i
     if (st != HM_OK) return st;
   }
   return HM_OK;
-}
-
-bool hm_select_state_pending_at(const hm_select_state *s, int32_t layer, int32_t req, int64_t pos) {
-  const sel_req *r = find_req(s, layer, req);
-  return r && r->pend && r->pend_pos == pos;
 }
 
 hm_status hm_select_state_pend(hm_select_state *s, const hm_layer_config *cfg, int32_t req, int64_t pos,

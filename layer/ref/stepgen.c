@@ -289,7 +289,7 @@ hm_status hm_gen_step_seed_select(const hm_gen_step *s, const hm_layer_config *c
     uint32_t n = (uint32_t)(owns ? first / r : (last + 1) / r);
     hm_status e = hm_select_state_seed(st, cfg, cfg->kv_source, (int32_t)q, n, seed);
     if (e != HM_OK) return e;
-    if (!owns || r != 2 || first % 2 == 0 || hm_select_state_pending_at(st, cfg->layer, (int32_t)q, first - 1)) continue;
+    if (!owns || r != 2 || first % 2 == 0) continue;
     /* the step's first row ends a group begun before it: its first token, as the prefill (or the
      * step before) left it in the compressor's state, f32 projections at the rms of real ones */
     float kv[HM_HEAD_DIM], gate[HM_HEAD_DIM];

@@ -273,6 +273,142 @@ START_TEST(missing_first_token) {
 }
 END_TEST
 
+/* ---------------------------------------------------------------- generated hard cases */
+
+static uint32_t picks(const int32_t *row) {
+  uint32_t n = 0;
+  while (n < 512 && row[n] >= 0) n++;
+  return n;
+}
+
+/* A kv source (2, ratio 2) on the generator's padding row and straddled groups, and on requests at
+ * positions 0 and 1: each case occurs, the select takes it (a straddled group's first token from
+ * the simulated prefill, a padding row writes and picks nothing, position 0 has no entry yet). */
+START_TEST(generated_kv_source_cases) {
+  hm_layer_config c = tl_config("tiny", 2, 0, 0);
+  hm_layer_weights w;
+  tl_build_group(&c, 1, 93, HM_WPART_ALL & ~HM_WPART_ENGRAM, &w);
+  int32_t topk[6 * 512];
+  hm_gen_opts o = {.S = 6, .reqs = 2, .ctx = 40, .seed = 93, .cases = HM_GEN_PAD | HM_GEN_STRADDLE};
+  hm_gen_step g;
+  ck_assert_int_eq(hm_gen_step_make_opts(&c, &o, &g), HM_OK);
+  tl_expect_cases(&g, &c, o.cases);
+  hm_select_state *st;
+  ck_assert_int_eq(hm_select_state_new(&st), HM_OK);
+  ck_assert_int_eq(hm_gen_step_seed_select(&g, &c, st, 93), HM_OK);
+  hm_tensor_set t;
+  hm_tset_init(&t);
+  ck_assert_msg(select_on(st, &c, &w, &g, &t, topk) == HM_OK, "%s", hm_errmsg());
+  const int32_t *first = tl_i32(&t, "select.first"), *entry = tl_i32(&t, "select.entry");
+  ck_assert_int_eq(first[0], -1); /* request 0 at 41: its group's token 40 from the prefill */
+  ck_assert_int_eq(first[3], -1); /* request 1 at 47 */
+  ck_assert_int_eq(entry[0], 20);
+  ck_assert_int_eq(entry[5], -1); /* the padding row */
+  ck_assert_uint_eq(picks(topk + 5 * 512), 0);
+  ck_assert_uint_eq(picks(topk), 21);
+  ck_assert(tl_f32(&t, "select.pending_kv")[0] != 0.0f);
+  hm_tset_free(&t);
+  hm_gen_step_free(&g);
+  /* requests at positions 0 and 1 */
+  hm_gen_opts o2 = {.S = 4, .reqs = 2, .ctx = 300, .seed = 94, .cases = HM_GEN_START};
+  ck_assert_int_eq(hm_gen_step_make_opts(&c, &o2, &g), HM_OK);
+  tl_expect_cases(&g, &c, o2.cases);
+  ck_assert_int_eq(hm_gen_step_seed_select(&g, &c, st, 94), HM_OK);
+  hm_tset_init(&t);
+  ck_assert_msg(select_on(st, &c, &w, &g, &t, topk) == HM_OK, "%s", hm_errmsg());
+  first = tl_i32(&t, "select.first");
+  ck_assert_uint_eq(picks(topk), 0);          /* position 0: no entry yet */
+  ck_assert_int_eq(first[1], 0);              /* position 1 ends group 0 with row 0 */
+  ck_assert_int_eq(first[2], -1);             /* request 1 at 1: token 0 from the prefill */
+  ck_assert_uint_eq(picks(topk + 512), 1);
+  ck_assert_uint_eq(picks(topk + 1024), 1);
+  hm_tset_free(&t);
+  hm_select_state_free(st);
+  hm_gen_step_free(&g);
+  hm_weights_free(&w);
+}
+END_TEST
+
+/* A REUSE layer's generated top-k with dead-chunk: lists a whole aligned chunk (64 and 128 keys)
+ * short of min(n, 512), so the key table has a chunk of -1 inside kv_len; without the case it has
+ * none. */
+START_TEST(generated_dead_chunk) {
+  hm_layer_config c = tl_config("tiny", 3, 0, 0);
+  for (int with = 0; with < 2; with++) {
+    hm_gen_opts o = {.S = 3, .reqs = 1, .ctx = 600, .seed = 95, .cases = with ? HM_GEN_DEAD_CHUNK : 0};
+    hm_gen_step g;
+    ck_assert_int_eq(hm_gen_step_make_opts(&c, &o, &g), HM_OK);
+    int32_t kt[3 * HM_KEYS], klen[6];
+    hm_key_args ka = {3, 2, g.pos, g.slot, g.swa_idx, g.swa_len, g.t2r, g.topk, g.bt, g.in.bt_stride, g.in.comp.block_size};
+    ck_assert_int_eq(hm_ref_key_table(&ka, kt, klen), HM_OK);
+    ck_assert_int_eq(tl_dead_chunk(kt, klen, 3, 64), with);
+    ck_assert_int_eq(tl_dead_chunk(kt, klen, 3, 128), with);
+    /* a list shorter than its min(n, 512) = 300 ids */
+    ck_assert_uint_lt(picks(g.topk), 300);
+    hm_gen_step_free(&g);
+  }
+}
+END_TEST
+
+/* Past 512 entries (long) the indexer's scores decide: on layer 20 the 512 picks are the 512 best
+ * scores, not the first 512 ids; its candidate mask (kept blocks shrunk to 72 here: at V4.1's 2048
+ * a mask cuts nothing below 16384 entries, past a request's 4096 slots) cuts entries, and layer 24
+ * picks 512 of the kept ones by its own scores (-inf outside the mask). */
+START_TEST(generated_long_context) {
+  hm_layer_config c20 = tl_config("tiny", 20, 0, 0), c24 = tl_config("tiny", 24, 0, 0);
+  c20.candidate_topk_blocks = c24.candidate_topk_blocks = 72;
+  hm_layer_weights w20, w24;
+  tl_build_group(&c20, 1, 96, HM_WPART_ALL & ~HM_WPART_ENGRAM, &w20);
+  tl_build_group(&c24, 1, 96, HM_WPART_ALL & ~HM_WPART_ENGRAM, &w24);
+  hm_gen_opts o = {.S = 2, .reqs = 1, .ctx = 0, .seed = 96, .cases = HM_GEN_LONG};
+  hm_gen_step g;
+  ck_assert_int_eq(hm_gen_step_make_opts(&c20, &o, &g), HM_OK);
+  tl_expect_cases(&g, &c20, o.cases);
+  hm_select_state *st;
+  ck_assert_int_eq(hm_select_state_new(&st), HM_OK);
+  ck_assert_int_eq(hm_gen_step_seed_select(&g, &c20, st, 96), HM_OK);
+  int32_t tk20[2 * 512], tk24[2 * 512];
+  hm_tensor_set t20, t24;
+  hm_tset_init(&t20), hm_tset_init(&t24);
+  ck_assert_msg(select_on(st, &c20, &w20, &g, &t20, tk20) == HM_OK, "%s", hm_errmsg());
+  ck_assert_msg(select_on(st, &c24, &w24, &g, &t24, tk24) == HM_OK, "%s", hm_errmsg());
+  const hm_tensor *sc = hm_tset_find(&t20, "select.scores");
+  const uint32_t N = (uint32_t)sc->shape[1];
+  const float *I20 = sc->data, *I24 = tl_f32(&t24, "select.scores");
+  const uint8_t *m20 = tl_u8(&t20, "select.candidates"), *m24 = tl_u8(&t24, "select.candidates");
+  for (uint32_t t = 0; t < 2; t++) {
+    const uint32_t n = (uint32_t)(g.pos[t] + 1);
+    ck_assert_uint_gt(n, 512);
+    const int32_t *a = tk20 + t * 512, *b = tk24 + t * 512;
+    ck_assert_uint_eq(picks(a), 512);
+    ck_assert_uint_eq(picks(b), 512);
+    ck_assert_msg(a[511] != 511, "row %u: layer 20 picked the first 512 ids", t);
+    /* the picks are the best scores: the least picked at least the best unpicked */
+    uint8_t in[4096] = {0};
+    float lo = INFINITY, hi = -INFINITY;
+    for (uint32_t k = 0; k < 512; k++) in[a[k]] = 1, lo = fminf(lo, I20[t * N + a[k]]);
+    for (uint32_t j = 0; j < n; j++)
+      if (!in[j]) hi = fmaxf(hi, I20[t * N + j]);
+    ck_assert_msg(lo >= hi, "row %u: a pick scores %g, an entry left out %g", t, lo, hi);
+    /* layer 20's mask cuts entries, keeps the newest; layer 24 applies it and picks inside it */
+    uint32_t cut = 0;
+    for (uint32_t j = 0; j < n; j++) {
+      cut += !m20[t * N + j];
+      ck_assert_uint_eq(m24[t * N + j], m20[t * N + j]);
+      if (!m20[t * N + j]) ck_assert(isinf(I24[t * N + j]) && I24[t * N + j] < 0);
+    }
+    ck_assert_uint_gt(cut, 0);
+    ck_assert_uint_eq(m20[t * N + n - 1], 1);
+    for (uint32_t k = 0; k < 512; k++) ck_assert_uint_eq(m20[t * N + b[k]], 1);
+  }
+  ck_assert_msg(memcmp(tk20, tk24, sizeof tk20), "layer 24 picked layer 20's ids");
+  hm_tset_free(&t20), hm_tset_free(&t24);
+  hm_select_state_free(st);
+  hm_gen_step_free(&g);
+  hm_weights_free(&w20), hm_weights_free(&w24);
+}
+END_TEST
+
 /* past 512 compressed entries the indexer really selects: 512 ascending ids, the step's newest
  * entry among the candidates; layer 24 reads layer 20's keys; a missing key is an error */
 START_TEST(index_layers) {
@@ -362,6 +498,9 @@ Suite *hm_test_suite(void) {
   tcase_add_test(tc, step_index_sources);
   tcase_add_test(tc, group_over_two_steps);
   tcase_add_test(tc, missing_first_token);
+  tcase_add_test(tc, generated_kv_source_cases);
+  tcase_add_test(tc, generated_dead_chunk);
+  tcase_add_test(tc, generated_long_context);
   suite_add_tcase(s, tc);
   return s;
 }
