@@ -458,8 +458,8 @@ typedef struct hm_gen_opts {
 hm_status hm_gen_step_make_opts(const hm_layer_config *cfg, const hm_gen_opts *o, hm_gen_step *out);
 /* "pad,long,..." into HM_GEN_* bits (HM_ERR_INVALID_ARG naming an unknown one; *cases untouched) */
 hm_status hm_gen_cases_parse(const char *list, uint32_t *cases);
-/* the case names, for usage texts: "pad, dead-chunk, straddle, start, long" */
-const char *hm_gen_case_names(void);
+/* the name of case i (HM_GEN_* = 1 << i), NULL past the last */
+const char *hm_gen_case_name(uint32_t i);
 /* Seeds a select state with the indexer keys of the compressed entries made before this step
  * (all of them on a reindex layer; those before each request's first live row on a kv source,
  * whose compressor makes the step's own) and, on a ratio-2 kv source, the pending first token

@@ -130,7 +130,8 @@ hm_status hm_select_state_pend(hm_select_state *s, const hm_layer_config *cfg, i
   if (!hm_config_has(cfg, HM_ROLE_KV_SOURCE) || cfg->compress_ratio != 2)
     return hm_fail(HM_ERR_INVALID_ARG, "hm_select_state_pend: layer %d has no ratio-2 compressor", cfg->layer);
   if (req < 0 || pos < 0 || pos % 2)
-    return hm_fail(HM_ERR_INVALID_ARG, "hm_select_state_pend: request %d position %lld (a group's first token: even)", req,
+    return hm_fail(HM_ERR_INVALID_ARG, "hm_select_state_pend: request %d position %lld (a group's first token: even)",
+                   req,
                    (long long)pos);
   sel_req *r = get_req(s, cfg->layer, req, cfg->index_head_dim);
   if (!r) return hm_fail(HM_ERR_NO_MEMORY, "select state");
@@ -383,7 +384,8 @@ static hm_status trace_made(const hm_select_state *s, const hm_select_args *a, s
       const int64_t slot = (int64_t)a->block_table[(size_t)q * a->bt_stride + j / a->rows_per_block] *
                                a->rows_per_block + j % a->rows_per_block;
       uint64_t dof, sof;
-      if (hm_ref_kv_offsets(&a->comp, slot, &dof, &sof) != HM_OK) return hm_fail_prefix(HM_ERR_INVALID_ARG, "select trace");
+      if (hm_ref_kv_offsets(&a->comp, slot, &dof, &sof) != HM_OK)
+        return hm_fail_prefix(HM_ERR_INVALID_ARG, "select trace");
       ent[t] = (int32_t)j;
       memcpy(rec + (size_t)t * HM_RECORD, a->comp.base + dof, HM_RECORD_DATA);
       memcpy(rec + (size_t)t * HM_RECORD + HM_RECORD_DATA, a->comp.base + sof, 8);

@@ -60,7 +60,7 @@ hm_status hm_gen_step_make_block(const hm_layer_config *cfg, uint32_t S, uint32_
 static const char *const case_names[] = {"pad", "dead-chunk", "straddle", "start", "long"};
 #define NCASES (sizeof case_names / sizeof *case_names)
 
-const char *hm_gen_case_names(void) { return "pad, dead-chunk, straddle, start, long"; }
+const char *hm_gen_case_name(uint32_t i) { return i < NCASES ? case_names[i] : NULL; }
 
 hm_status hm_gen_cases_parse(const char *list, uint32_t *cases) {
   if (!list || !cases) return hm_fail(HM_ERR_INVALID_ARG, "hm_gen_cases_parse: null argument");
@@ -70,7 +70,7 @@ hm_status hm_gen_cases_parse(const char *list, uint32_t *cases) {
     unsigned i = 0;
     while (i < NCASES && (strlen(case_names[i]) != n || strncmp(p, case_names[i], n))) i++;
     if (i == NCASES)
-      return hm_fail(HM_ERR_INVALID_ARG, "case '%.*s': not one of %s", (int)n, p, hm_gen_case_names());
+      return hm_fail(HM_ERR_INVALID_ARG, "case '%.*s': not one of pad, dead-chunk, straddle, start, long", (int)n, p);
     got |= 1u << i;
     if (!p[n]) break;
     p += n + 1;
@@ -99,7 +99,8 @@ static void topk_row(uint32_t n, bool dead_chunk, int32_t *row) {
 }
 
 hm_status hm_gen_step_make_opts(const hm_layer_config *cfg, const hm_gen_opts *o, hm_gen_step *out) {
-  if (!cfg || !out || !o) return hm_fail(HM_ERR_INVALID_ARG, "step inputs: NULL %s", cfg ? o ? "output" : "options" : "config");
+  if (!cfg || !out || !o)
+    return hm_fail(HM_ERR_INVALID_ARG, "step inputs: NULL %s", cfg ? o ? "output" : "options" : "config");
   const uint32_t S = o->S, reqs = o->reqs, ctx = o->ctx, block = o->block ? o->block : BLOCK;
   const uint64_t seed = o->seed;
   if (S < 1 || S > HM_MAX_ROWS || reqs < 1 || S % reqs || ctx + S >= SLOTS_A_REQ)

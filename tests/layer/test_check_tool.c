@@ -178,7 +178,8 @@ START_TEST(ref_select_dump) {
   snprintf(dir, sizeof dir, "/tmp/hm_check_XXXXXX");
   ck_assert_ptr_nonnull(mkdtemp(dir));
   char args[512];
-  snprintf(args, sizeof args, "ref --config tiny --layer 20 --rows 3 --tp 2 --seed 4 --cases long,pad --out %s/l20", dir);
+  snprintf(args, sizeof args, "ref --config tiny --layer 20 --rows 3 --tp 2 --seed 4 --cases long,pad --out %s/l20",
+           dir);
   ck_assert_int_eq(run(args), 0);
   hm_st_file *f = open_in("l20", "select"), *k = open_in("l20", "k1"), *in = open_in("l20", "inputs");
   ck_assert_str_eq(hm_st_meta(f, "cases"), "long,pad");

@@ -295,7 +295,8 @@ START_TEST(tiny_hard_cases) {
                      {4, 2, 0, 64, -1, HM_GEN_START},
                      {3, 1, 50, 64, -1, HM_GEN_LONG | HM_GEN_DEAD_CHUNK | HM_GEN_PAD}};
   run_layer("tiny", 3, 2, s, sizeof s / sizeof *s, 450);
-  const shape s24[] = {{4, 2, 0, 256, -1, HM_GEN_LONG | HM_GEN_PAD | HM_GEN_DEAD_CHUNK}, {2, 2, 9, 64, -1, HM_GEN_START}};
+  const shape s24[] = {{4, 2, 0, 256, -1, HM_GEN_LONG | HM_GEN_PAD | HM_GEN_DEAD_CHUNK},
+                       {2, 2, 9, 64, -1, HM_GEN_START}};
   run_layer("tiny", 24, 4, s24, 2, 460);
 }
 END_TEST
