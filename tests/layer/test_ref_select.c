@@ -60,7 +60,7 @@ START_TEST(compressor_vs_double) {
   float *normed = malloc(sizeof(float) * 2 * D), *qr = malloc(sizeof(float) * 2 * c.q_lora);
   hm_gen_normal(91, "normed", 2 * D, 0, 1, true, normed);
   hm_gen_normal(91, "qr", 2 * c.q_lora, 0, 1, true, qr);
-  hm_select_args a = {  hm_select_args a = {&c, &w, 2, normed, qr, g.pos, g.slot, g.t2r, g.in.comp, g.bt, g.in.bt_stride, g.in.comp.block_size, NULL};c,   hm_select_args a = {&c, &w, 2, normed, qr, g.pos, g.slot, g.t2r, g.in.comp, g.bt, g.in.bt_stride, g.in.comp.block_size, NULL};w, 2, normed, qr, g.pos, g.slot, g.t2r, g.in.comp, g.bt, g.in.bt_stride, g.in.comp.block_size,
+  hm_select_args a = {&c, &w, 2, normed, qr, g.pos, g.slot, g.t2r, g.in.comp, g.bt, g.in.bt_stride, g.in.comp.block_size,
                       NULL};
   int32_t topk[2 * 512];
   ck_assert_int_eq(hm_ref_select(st, &a, topk), HM_OK);
