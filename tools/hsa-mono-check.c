@@ -25,7 +25,8 @@ static void usage(FILE *f) {
           "       hsa-mono-check model --layers A-B --tp N --rows R [options]   (model --help: layers A..B chained over steps)\n"
           "       hsa-mono-check ref --config tiny|v41-flash --layer L --rows R --tp N --seed S --out DIR\n"
           "                          [--launch layer|ffn] [--experts E --topk K] [--ckpt PATH]\n"
-          "                          [--context C] [--reqs Q] [--dump-weights] [--arch gfx950|gfx942]\n"
+          "                          [--context C] [--reqs Q] [--cases LIST] [--dump-weights]\n"
+          "                          [--arch gfx950|gfx942]\n"
           "\n"
           "Runs the fp32 reference of one decode step of layer L for a TP group of N ranks (1, 2, 4) and\n"
           "writes DIR/inputs.safetensors and one file a stage (DIR/<stage>.safetensors, e.g. k1.seam,\n"
@@ -34,6 +35,12 @@ static void usage(FILE *f) {
           "safetensors checkpoint (its directory of shards, docs/checkpoint.md), built a rank at a time:\n"
           "the attention's of every rank, the FFN's one rank's at once (a V4.1-Flash layer at TP 4: ~2 GB,\n"
           "not ~8). --launch ffn runs the FFN launch alone on generated wo_b parts.\n"
+          "--cases makes the step's hard cases, a comma-separated list of: pad (the last row padding, slot\n"
+          "-1), dead-chunk (top-k lists a whole key chunk short), straddle (requests begin at odd positions:\n"
+          "a ratio-2 group's first token pending from the prefill), start (requests at positions 0 and 1),\n"
+          "long (over 512 compressed entries a row, so the indexer's scores decide its top-k).\n"
+          "On an index source DIR/select.safetensors holds the select step's outputs: the compressed\n"
+          "records and indexer keys the step made, the keys and scores the indexer read, the candidate masks.\n"
           "--experts/--topk shrink the routed experts (full dims with fewer experts; with --ckpt the first E\n"
           "of the checkpoint's experts and the gate's and bias's first E rows); the line printed, any refusal\n"
           "and every file's metadata (\"reduced\") then say the run is reduced.\n"
@@ -85,6 +92,8 @@ static hm_status write_stages(const char *dir, const hm_tensor_set *trace, const
 static int cmd_ref(int argc, char **argv) {
   const char *model = NULL, *out = NULL, *launch = "layer", *ckpt = NULL, *arch = "gfx950";
   long layer = -1, rows = 0, tp = 0, experts = 0, topk = 0, context = 300, reqs = 1;
+  uint32_t cases = 0;
+  const char *cases_arg = "none";
   unsigned long long seed = 0;
   int have_seed = 0, dump_weights = 0;
   static const struct option opts[] = {{"config", required_argument, 0, 'c'},  {"layer", required_argument, 0, 'l'},
@@ -94,7 +103,8 @@ static int cmd_ref(int argc, char **argv) {
                                        {"topk", required_argument, 0, 'k'},    {"ckpt", required_argument, 0, 'C'},
                                        {"context", required_argument, 0, 'x'}, {"reqs", required_argument, 0, 'q'},
                                        {"dump-weights", no_argument, 0, 'W'},  {"help", no_argument, 0, 'h'},
-                                       {"arch", required_argument, 0, 'a'},    {0, 0, 0, 0}};
+                                       {"arch", required_argument, 0, 'a'},    {"cases", required_argument, 0, 'G'},
+                                       {0, 0, 0, 0}};
   static const long tps[] = {1, 2, 4};
   static const char *const launches[] = {"layer", "ffn", NULL};
   static const char *const arches[] = {"gfx950", "gfx942", NULL};
@@ -117,6 +127,10 @@ static int cmd_ref(int argc, char **argv) {
       case 'q': cli_long(&c, 1, HM_MAX_ROWS, &reqs); break;
       case 'W': dump_weights = 1; break;
       case 'a': cli_word(&c, arches, &arch); break;
+      case 'G':
+        if (hm_gen_cases_parse(optarg, &cases) != HM_OK) return cli_refuse(&c, "--cases '%s': %s", optarg, hm_errmsg());
+        cases_arg = optarg;
+        break;
       case 'h': usage(stdout); return 0;
     }
   }
@@ -132,6 +146,7 @@ static int cmd_ref(int argc, char **argv) {
     return cli_refuse(&c, "--rows %ld: --arch gfx942 takes at most %d rows (spec/mono.md §5.3.1)", rows,
                       HM_MAX_ROWS_GFX942);
   if (launch_tool_step_shape(&c, rows, reqs, context, 0)) return CLI_EXIT_MISUSE;
+  if ((cases & HM_GEN_PAD) && rows < 2) return cli_refuse(&c, "--cases pad: needs --rows 2 or more (one row padding)");
   hm_layer_config cfg;
   bool reduced;
   hm_layer_config named;
@@ -175,10 +190,14 @@ static int cmd_ref(int argc, char **argv) {
   hm_tensor_set inputs, trace;
   hm_tset_init(&inputs);
   hm_tset_init(&trace);
-  if (hm_gen_step_make(&cfg, (uint32_t)rows, (uint32_t)reqs, (uint32_t)context, seed, &step) != HM_OK) {
+  hm_gen_opts go = {.S = (uint32_t)rows, .reqs = (uint32_t)reqs, .ctx = (uint32_t)context, .seed = seed,
+                    .cases = cases};
+  if (hm_gen_step_make_opts(&cfg, &go, &step) != HM_OK) {
     fail("step inputs");
     goto done_w;
   }
+  for (long t = 0; t < rows; t++) /* RoPE rows for the step's positions (long contexts raise them) */
+    if (step.pos[t] + 64 > (int64_t)bo.rope_positions) bo.rope_positions = (uint32_t)(step.pos[t] + 64);
   step.in.engram_table = &src;
   if (gfx942) hm_ref_kv_cache_to_fnuz(&step.in.swa); /* gfx942's SWA cache holds FNUZ records (§2.6) */
   if (hm_gen_step_tensors(&step, &cfg, &inputs) != HM_OK) {
@@ -226,8 +245,9 @@ static int cmd_ref(int argc, char **argv) {
   snprintf(sbuf, sizeof sbuf, "%llu", seed);
   snprintf(ebuf, sizeof ebuf, "%u", cfg.experts);
   snprintf(redbuf, sizeof redbuf, "%u of %u experts", cfg.experts, named.experts);
-  const char *mk[] = {"model", "layer", "rows", "tp", "seed", "launch", "experts", "weights", "arch", "reduced"};
-  const char *mv[] = {model, lbuf, rbuf, tbuf, sbuf, launch, ebuf, ckpt ? ckpt : "generator", arch, redbuf};
+  const char *mk[] = {"model", "layer",   "rows",  "tp",    "seed",
+                      "launch", "experts", "weights", "arch", "cases", "reduced"};
+  const char *mv[] = {model, lbuf, rbuf, tbuf, sbuf, launch, ebuf, ckpt ? ckpt : "generator", arch, cases_arg, redbuf};
   const uint32_t nm = sizeof mk / sizeof *mk - !reduced; /* "reduced" only on a reduced run */
   char path[4096];
   snprintf(path, sizeof path, "%s/inputs.safetensors", out);

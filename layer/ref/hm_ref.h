@@ -270,6 +270,8 @@ typedef struct hm_select_args {
   hm_kv_cache comp;      /* the compressed cache the layer attends (written by a kv source) */
   const int32_t *block_table;
   uint32_t bt_stride, rows_per_block;
+  /* NULL, or where the reference select puts what it made (hm_ref_select: select.*) */
+  hm_tensor_set *trace;
 } hm_select_args;
 typedef hm_status (*hm_select_fn)(void *ctx, const hm_select_args *a, int32_t *topk);
 
@@ -280,12 +282,30 @@ typedef hm_status (*hm_select_fn)(void *ctx, const hm_select_args *a, int32_t *t
 typedef struct hm_select_state hm_select_state;
 hm_status hm_select_state_new(hm_select_state **out);
 void hm_select_state_free(hm_select_state *s);
-/* Seeds request req's indexer keys of kv source `kv_layer` with n generated keys (entries the
- * state did not see being made, as after a prefill elsewhere): QDQ'd MXFP4 normals. */
+/* Seeds request req's indexer keys 0..n-1 of kv source `kv_layer` with generated keys (entries the
+ * state did not see being made, as after a prefill elsewhere): QDQ'd MXFP4 normals, replacing
+ * any the state holds. */
 hm_status hm_select_state_seed(hm_select_state *s, const hm_layer_config *cfg, int32_t kv_layer, int32_t req,
                                uint32_t n, uint64_t seed);
-/* A kv source's compressor runs first and its writes (records, keys, pending tokens) are
- * idempotent, so a call refused later (a request short of indexer keys) can be repeated. */
+/* Seeds the compressor's pending first token of request req on ratio-2 kv source cfg->layer: the
+ * token at (even) position pos whose group the request's next row (pos + 1) ends, as a prefill
+ * elsewhere or an earlier step left it: its f32 kv and gate projections kv, gate [512]
+ * (fp32(normed row) . cmp_wkv^T and . cmp_wgate^T). Replaces the request's pending token. */
+hm_status hm_select_state_pend(hm_select_state *s, const hm_layer_config *cfg, int32_t req, int64_t pos,
+                               const float *kv, const float *gate);
+/* A call is checked whole before anything is written, so a refused one changes nothing (the
+ * state, the cache, topk) and can be repeated once the state is seeded: every live row's indexer
+ * keys 0..n-1 held or made by the step (else refused naming the request and key), and every
+ * ratio-2 group a live row ends has its first token, from an earlier live row of the step or the
+ * state (a step before, or hm_select_state_pend; else refused naming the request and position:
+ * the second token alone is no compressed entry). With a->trace, the step's select outputs as select.*: first
+ * [S] i32 (the row holding the first token of the group the row ends, -1 the state, -2 none),
+ * pending_kv/pending_gate [S,512] (the state's first token a row used), entry [S] i32 (the
+ * compressed entry the row wrote, -1 none), records [S,584] u8 (its bytes as inserted), keys
+ * [S,H] (its indexer key); index_keys [R,N,H] (the keys the scores read, R requests, N the
+ * step's most entries, zeros where unseen), scores [S,N] (-inf past a row's entries and where
+ * masked), candidates [S,N] u8 (layer 20: its kept ids; a later index source: the mask it
+ * applied). */
 hm_status hm_ref_select(void *state, const hm_select_args *a, int32_t *topk);
 /* Layer 20's candidate filter (model.md §7.2): block scores = max of I over `block` ids (a
  * partial last block too), the newest id's block forced in, the top `keep` blocks with a finite
@@ -413,9 +433,40 @@ hm_status hm_gen_step_make(const hm_layer_config *cfg, uint32_t S, uint32_t reqs
 /* The same with SWA blocks of `block` slots (the compressed cache: block / ratio rows a block). */
 hm_status hm_gen_step_make_block(const hm_layer_config *cfg, uint32_t S, uint32_t reqs, uint32_t ctx, uint32_t block,
                                  uint64_t seed, hm_gen_step *out);
+/* The hard cases a generated step holds on request (hm_gen_opts.cases; the tools take their names,
+ * hm_gen_cases_parse). Positions: a request's first at ctx + 7*request, raised by long, made odd
+ * by straddle, and for requests 0 and 1 replaced by start. */
+enum {
+  HM_GEN_PAD = 1u << 0,        /* "pad": the step's last row is padding (slot -1, position 0, no keys); S >= 2 */
+  HM_GEN_DEAD_CHUNK = 1u << 1, /* "dead-chunk": generated top-k lists stop at a multiple of 128 at least
+                                * 128 short of min(n, 512), so a whole key chunk is -1 (rows with n >= 128) */
+  HM_GEN_STRADDLE = 1u << 2,   /* "straddle": every request's first row at an odd position: on a ratio-2
+                                * kv source it ends a group the step before began (its first token
+                                * pending in the state hm_gen_step_seed_select seeds) */
+  HM_GEN_START = 1u << 3,      /* "start": request 0 at position 0, request 1 at position 1 */
+  HM_GEN_LONG = 1u << 4,       /* "long": every request's first position at least HM_GEN_LONG_ENTRIES *
+                                * ratio (+7 a request): more than 512 compressed entries, so the
+                                * indexer's scores decide the top-k (older entries' keys seeded) */
+};
+#define HM_GEN_LONG_ENTRIES 600
+typedef struct hm_gen_opts {
+  uint32_t S, reqs, ctx;
+  uint32_t block; /* SWA block size (0: 64) */
+  uint64_t seed;
+  uint32_t cases; /* HM_GEN_* */
+} hm_gen_opts;
+hm_status hm_gen_step_make_opts(const hm_layer_config *cfg, const hm_gen_opts *o, hm_gen_step *out);
+/* "pad,long,..." into HM_GEN_* bits (HM_ERR_INVALID_ARG naming an unknown one; *cases untouched) */
+hm_status hm_gen_cases_parse(const char *list, uint32_t *cases);
+/* the name of case i (HM_GEN_* = 1 << i), NULL past the last */
+const char *hm_gen_case_name(uint32_t i);
 /* Seeds a select state with the indexer keys of the compressed entries made before this step
- * (all of them on a reindex layer; those before each request's first row on a kv source, whose
- * compressor makes the step's own). No-op on layers without an indexer. */
+ * (all of them on a reindex layer; those before each request's first live row on a kv source,
+ * whose compressor makes the step's own) and, on a ratio-2 kv source, the pending first token
+ * (hm_select_state_pend: generated f32 projections, as a prefill left them) of every request
+ * whose first live row is at an odd position. It replaces what the state holds for those
+ * entries and tokens: a step that continues the state's own steps needs no seeding of them
+ * (hm_select_state_seed the new requests only). No-op on layers without an indexer. */
 hm_status hm_gen_step_seed_select(const hm_gen_step *s, const hm_layer_config *cfg, hm_select_state *st, uint64_t seed);
 /* a deep copy (each run writes records into the caches) */
 hm_status hm_gen_step_copy(const hm_gen_step *from, hm_gen_step *to);

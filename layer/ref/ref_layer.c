@@ -261,7 +261,7 @@ static hm_status step(const hm_layer_weights *w, uint32_t tp, ref_ranks *ffn, co
     int32_t *tk;
     TRY(tk = hm_trace_i32(tr, "k1.topk", S, HM_TOPK_ATTN));
     hm_select_args a = {c, &w[0], S, normed, qn, in->positions, in->slot_mapping, in->token_to_req, in->comp,
-                        in->block_table, in->bt_stride, in->comp.block_size};
+                        in->block_table, in->bt_stride, in->comp.block_size, tr};
     if ((st = select(select_ctx, &a, tk)) != HM_OK) return hm_fail_prefix(st, "select");
     int32_t *kt, *klen;
     TRY(kt = hm_trace_i32(tr, "k1.kt", S, HM_KEYS));

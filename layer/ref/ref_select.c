@@ -55,9 +55,15 @@ void hm_select_state_free(hm_select_state *s) {
   free(s);
 }
 
-static sel_req *get_req(hm_select_state *s, int32_t layer, int32_t req, uint32_t dim) {
+static sel_req *find_req(const hm_select_state *s, int32_t layer, int32_t req) {
   for (uint32_t i = 0; i < s->nr; i++)
     if (s->r[i].layer == layer && s->r[i].req == req) return &s->r[i];
+  return NULL;
+}
+
+static sel_req *get_req(hm_select_state *s, int32_t layer, int32_t req, uint32_t dim) {
+  sel_req *f = find_req(s, layer, req);
+  if (f) return f;
   if (s->nr == s->cr) {
     uint32_t c = s->cr ? 2 * s->cr : 8;
     sel_req *r = realloc(s->r, c * sizeof *r);
@@ -118,6 +124,23 @@ hm_status hm_select_state_seed(hm_select_state *s, const hm_layer_config *cfg, i
   return HM_OK;
 }
 
+hm_status hm_select_state_pend(hm_select_state *s, const hm_layer_config *cfg, int32_t req, int64_t pos,
+                               const float *kv, const float *gate) {
+  if (!s || !cfg || !kv || !gate) return hm_fail(HM_ERR_INVALID_ARG, "hm_select_state_pend: null argument");
+  if (!hm_config_has(cfg, HM_ROLE_KV_SOURCE) || cfg->compress_ratio != 2)
+    return hm_fail(HM_ERR_INVALID_ARG, "hm_select_state_pend: layer %d has no ratio-2 compressor", cfg->layer);
+  if (req < 0 || pos < 0 || pos % 2)
+    return hm_fail(HM_ERR_INVALID_ARG, "hm_select_state_pend: request %d position %lld (a group's first token: even)",
+                   req,
+                   (long long)pos);
+  sel_req *r = get_req(s, cfg->layer, req, cfg->index_head_dim);
+  if (!r) return hm_fail(HM_ERR_NO_MEMORY, "select state");
+  r->pend = true, r->pend_pos = pos;
+  memcpy(r->pend_kv, kv, sizeof r->pend_kv);
+  memcpy(r->pend_sc, gate, sizeof r->pend_sc);
+  return HM_OK;
+}
+
 /* bf16 GEMV y = bf16(W . x) with f32 sums in K order (torch bf16 linear; order not modelled) */
 static void linear_bf16(const uint16_t *W, uint32_t N, uint32_t K, const float *x, float *y, bool round) {
   for (uint32_t n = 0; n < N; n++) {
@@ -167,6 +190,67 @@ static float pool_pair(float kv0, float s0, float kv1, float s1, bool in_step) {
   return (kv0 * e0 + kv1 * e1) / (e0 + e1);
 }
 
+static hm_status group_missing(int32_t q, int64_t p) {
+  return hm_fail(HM_ERR_INVALID_ARG,
+                 "select: request %d position %lld ends a ratio-2 group whose first token (position %lld) is neither "
+                 "in the step nor in the select state (hm_select_state_pend)",
+                 q, (long long)p, (long long)(p - 1));
+}
+
+/* Before any write: every ratio-2 group a live row ends has its first token, an earlier live row
+ * of the request in the step or else the state's pending token (as compress_row will find it).
+ * first[t] (if non-NULL): the row holding that token, -1 the state, -2 no group ends at t. */
+static hm_status check_groups(const hm_select_state *s, const hm_select_args *a, int32_t *first) {
+  const hm_layer_config *c = a->cfg;
+  for (uint32_t t = 0; t < a->S; t++) {
+    if (first) first[t] = -2;
+    const int64_t p = a->positions[t];
+    if (a->slot_mapping[t] < 0 || c->compress_ratio != 2 || p % 2 == 0) continue;
+    const int32_t q = a->token_to_req[t];
+    int64_t pend = -1;
+    int32_t from = -1;
+    for (uint32_t u = t; u-- > 0 && from < 0;)
+      if (a->slot_mapping[u] >= 0 && a->token_to_req[u] == q && a->positions[u] % 2 == 0)
+        pend = a->positions[u], from = (int32_t)u;
+    if (from < 0) {
+      const sel_req *r = find_req(s, c->layer, q);
+      if (r && r->pend) pend = r->pend_pos;
+    }
+    if (pend != p - 1) return group_missing(q, p);
+    if (first) first[t] = from;
+  }
+  return HM_OK;
+}
+
+/* Before any write: every live row's entries 0..n-1 have indexer keys, held by the state or made
+ * by this step's compressor (a live row of the request that ends entry j), so a refused call
+ * leaves the state, the cache and the caller's top-k as they were. */
+static hm_status check_keys(const hm_select_state *s, const hm_select_args *a) {
+  const hm_layer_config *c = a->cfg;
+  const uint32_t r = c->compress_ratio;
+  const bool kvsrc = hm_config_has(c, HM_ROLE_KV_SOURCE);
+  for (uint32_t t = 0; t < a->S; t++) {
+    if (a->slot_mapping[t] < 0) continue;
+    const int32_t q = a->token_to_req[t];
+    const uint32_t n = (uint32_t)((a->positions[t] + 1) / r);
+    const sel_req *kr = find_req(s, c->kv_source, q);
+    uint32_t have = 0;
+    while (kr && have < n && have < kr->nkeys && kr->have[have]) have++;
+    for (uint32_t j = have; j < n; j++) {
+      bool made = false;
+      for (uint32_t u = 0; kvsrc && u < a->S && !made; u++)
+        made = a->slot_mapping[u] >= 0 && a->token_to_req[u] == q && (a->positions[u] + 1) % r == 0 &&
+               (uint64_t)(a->positions[u] / r) == j;
+      if (!made && !(kr && j < kr->nkeys && kr->have[j]))
+        return hm_fail(HM_ERR_INVALID_ARG,
+                       "select: request %d has no indexer key %u of layer %d (hm_select_state_seed), row %u needs "
+                       "indexer keys 0..%u",
+                       q, j, c->kv_source, t, n - 1);
+    }
+  }
+  return HM_OK;
+}
+
 /* the compressor of a kv source: row t's contribution (model.md §7.2, vLLM V4.1's kernels) */
 static hm_status compress_row(hm_select_state *s, const hm_select_args *a, uint32_t t, const float *cos_sin) {
   const hm_layer_config *c = a->cfg;
@@ -183,7 +267,7 @@ static hm_status compress_row(hm_select_state *s, const hm_select_args *a, uint3
   sel_req *st = get_req(s, c->layer, q, H);
   if (!st) return hm_fail(HM_ERR_NO_MEMORY, "select state");
   /* f32 projections of the bf16 normed row (torch.mm out_dtype f32) */
-  float kvp[HM_HEAD_DIM], sc[HM_HEAD_DIM], pooled[HM_HEAD_DIM];
+  float kvp[HM_HEAD_DIM], sc[HM_HEAD_DIM], pooled[HM_HEAD_DIM] = {0};
   const float *x = a->normed + (size_t)t * D;
   linear_bf16(wkv, KV, D, x, kvp, false);
   if (r == 2) {
@@ -194,13 +278,11 @@ static hm_status compress_row(hm_select_state *s, const hm_select_args *a, uint3
       memcpy(st->pend_sc, sc, sizeof sc);
       return HM_OK;
     }
-    bool both = st->pend && st->pend_pos == p - 1;
-    /* the first token is the step's previous row of this request, else the state's */
-    bool in_step = t > 0 && a->token_to_req[t - 1] == q && a->positions[t - 1] == p - 1;
-    for (uint32_t d = 0; d < KV; d++)
-      /* the first token never seen (prefilled elsewhere): pooled alone */
-      pooled[d] = both ? pool_pair(st->pend_kv[d], st->pend_sc[d], kvp[d], sc[d], in_step) : kvp[d];
-    st->pend = false;
+    /* the first token stays held (a repeated call finds it again); check_groups saw it is there */
+    if (!st->pend || st->pend_pos != p - 1) return group_missing(q, p);
+    /* the first token is the step's previous (live) row of this request, else the state's */
+    bool in_step = t > 0 && a->slot_mapping[t - 1] >= 0 && a->token_to_req[t - 1] == q && a->positions[t - 1] == p - 1;
+    for (uint32_t d = 0; d < KV; d++) pooled[d] = pool_pair(st->pend_kv[d], st->pend_sc[d], kvp[d], sc[d], in_step);
   } else {
     memcpy(pooled, kvp, sizeof pooled);
   }
@@ -233,6 +315,97 @@ static hm_status compress_row(hm_select_state *s, const hm_select_args *a, uint3
   return put_key(st, j, k);
 }
 
+/* ---------------------------------------------------------------- the select step's trace */
+
+typedef struct select_trace {
+  uint32_t n; /* N: the most entries a row of the step scores (at least 1) */
+  int32_t *first;
+  float *scores;
+  uint8_t *cand;
+} select_trace;
+
+/* the most entries a live row scores */
+static uint32_t step_entries(const hm_select_args *a) {
+  uint32_t n = 1;
+  for (uint32_t t = 0; t < a->S; t++)
+    if (a->slot_mapping[t] >= 0 && (uint64_t)(a->positions[t] + 1) / a->cfg->compress_ratio > n)
+      n = (uint32_t)((a->positions[t] + 1) / a->cfg->compress_ratio);
+  return n;
+}
+
+/* Before the compressor: where each group's first token is, the state's pending tokens it will
+ * use; the arrays the indexer fills (scores -inf until scored). */
+static hm_status trace_begin(const hm_select_state *s, const hm_select_args *a, select_trace *tr) {
+  const hm_layer_config *c = a->cfg;
+  const uint32_t S = a->S;
+  tr->n = step_entries(a);
+  if (hm_config_has(c, HM_ROLE_KV_SOURCE)) {
+    float *pk, *pg;
+    if (!(tr->first = hm_trace_i32(a->trace, "select.first", S, 0)) ||
+        !(pk = hm_trace_f32(a->trace, "select.pending_kv", S, HM_HEAD_DIM, 0)) ||
+        !(pg = hm_trace_f32(a->trace, "select.pending_gate", S, HM_HEAD_DIM, 0)))
+      return hm_fail_prefix(HM_ERR_INVALID_ARG, "select trace");
+    check_groups(s, a, tr->first);
+    for (uint32_t t = 0; t < S; t++) {
+      if (tr->first[t] != -1) continue;
+      const sel_req *r = find_req(s, c->layer, a->token_to_req[t]);
+      memcpy(pk + (size_t)t * HM_HEAD_DIM, r->pend_kv, sizeof r->pend_kv);
+      memcpy(pg + (size_t)t * HM_HEAD_DIM, r->pend_sc, sizeof r->pend_sc);
+    }
+  }
+  if (!(tr->scores = hm_trace_f32(a->trace, "select.scores", S, tr->n, 0)))
+    return hm_fail_prefix(HM_ERR_INVALID_ARG, "select trace");
+  for (uint64_t i = 0; i < (uint64_t)S * tr->n; i++) tr->scores[i] = -INFINITY;
+  if ((hm_config_has(c, HM_ROLE_CANDIDATE) || c->layer > c->candidate_source) &&
+      !(tr->cand = hm_trace_u8(a->trace, "select.candidates", HM_DT_U8, S, tr->n, 0)))
+    return hm_fail_prefix(HM_ERR_INVALID_ARG, "select trace");
+  return HM_OK;
+}
+
+/* After the compressor: the entries the step's rows wrote (read back from the cache and the
+ * state), and the indexer keys every row's scores will read. */
+static hm_status trace_made(const hm_select_state *s, const hm_select_args *a, select_trace *tr) {
+  const hm_layer_config *c = a->cfg;
+  const uint32_t S = a->S, H = c->index_head_dim, r = c->compress_ratio;
+  if (hm_config_has(c, HM_ROLE_KV_SOURCE)) {
+    int32_t *ent;
+    uint8_t *rec;
+    float *keys;
+    if (!(ent = hm_trace_i32(a->trace, "select.entry", S, 0)) ||
+        !(rec = hm_trace_u8(a->trace, "select.records", HM_DT_U8, S, HM_RECORD, 0)) ||
+        !(keys = hm_trace_f32(a->trace, "select.keys", S, H, 0)))
+      return hm_fail_prefix(HM_ERR_INVALID_ARG, "select trace");
+    for (uint32_t t = 0; t < S; t++) {
+      const int64_t p = a->positions[t];
+      const int32_t q = a->token_to_req[t];
+      ent[t] = -1;
+      if (a->slot_mapping[t] < 0 || (p + 1) % r) continue;
+      const uint32_t j = (uint32_t)(p / r);
+      const int64_t slot = (int64_t)a->block_table[(size_t)q * a->bt_stride + j / a->rows_per_block] *
+                               a->rows_per_block + j % a->rows_per_block;
+      uint64_t dof, sof;
+      if (hm_ref_kv_offsets(&a->comp, slot, &dof, &sof) != HM_OK)
+        return hm_fail_prefix(HM_ERR_INVALID_ARG, "select trace");
+      ent[t] = (int32_t)j;
+      memcpy(rec + (size_t)t * HM_RECORD, a->comp.base + dof, HM_RECORD_DATA);
+      memcpy(rec + (size_t)t * HM_RECORD + HM_RECORD_DATA, a->comp.base + sof, 8);
+      const sel_req *k = find_req(s, c->layer, q);
+      memcpy(keys + (size_t)t * H, k->keys + (size_t)j * H, H * sizeof(float));
+    }
+  }
+  int32_t R = 0;
+  for (uint32_t t = 0; t < S; t++)
+    if (a->slot_mapping[t] >= 0 && a->token_to_req[t] + 1 > R) R = a->token_to_req[t] + 1;
+  float *ik = hm_trace_f32(a->trace, "select.index_keys", R ? (uint64_t)R : 1, tr->n, H);
+  if (!ik) return hm_fail_prefix(HM_ERR_INVALID_ARG, "select trace");
+  for (int32_t q = 0; q < R; q++) {
+    const sel_req *k = find_req(s, c->kv_source, q);
+    for (uint32_t j = 0; k && j < tr->n && j < k->nkeys; j++)
+      if (k->have[j]) memcpy(ik + ((size_t)q * tr->n + j) * H, k->keys + (size_t)j * H, H * sizeof(float));
+  }
+  return HM_OK;
+}
+
 hm_status hm_ref_select(void *state, const hm_select_args *a, int32_t *topk) {
   hm_select_state *s = state;
   if (!s || !a || !a->cfg || !a->w || !topk || !a->normed || !a->qr || !a->positions || !a->token_to_req ||
@@ -254,11 +427,20 @@ hm_status hm_ref_select(void *state, const hm_select_args *a, int32_t *topk) {
     if (a->positions[t] < 0 || (uint64_t)a->positions[t] >= cs->shape[0])
       return hm_fail(HM_ERR_INVALID_ARG, "select: position %lld outside the RoPE table", (long long)a->positions[t]);
   hm_status st = HM_OK;
+  const bool kvsrc = hm_config_has(c, HM_ROLE_KV_SOURCE);
+  select_trace tr = {0};
+  const uint32_t tr0 = a->trace ? a->trace->count : 0;
+  if ((kvsrc && (st = check_groups(s, a, NULL)) != HM_OK) || (st = check_keys(s, a)) != HM_OK) return st;
+  if (a->trace && (st = trace_begin(s, a, &tr)) != HM_OK) return st;
   /* 1. the kv source's compressor, rows in order (a group may span two rows of the step) */
-  if (hm_config_has(c, HM_ROLE_KV_SOURCE))
+  if (kvsrc)
     for (uint32_t t = 0; t < a->S && st == HM_OK; t++)
       if (a->slot_mapping[t] >= 0) st = compress_row(s, a, t, cs->data);
-  if (st != HM_OK) return st;
+  if (st == HM_OK && a->trace) st = trace_made(s, a, &tr);
+  if (st != HM_OK) {
+    if (a->trace) hm_tset_truncate(a->trace, tr0);
+    return st;
+  }
   bool candidate = hm_config_has(c, HM_ROLE_CANDIDATE);
   if (candidate) clear_masks(s); /* a new step's masks */
   float *qi = hm_ref_alloc((size_t)NH * H * sizeof(float)), *wts = hm_ref_alloc((size_t)NH * sizeof(float));
@@ -331,17 +513,22 @@ hm_status hm_ref_select(void *state, const hm_select_args *a, int32_t *topk) {
         goto out;
       }
       s->m[s->nm++] = (sel_mask){q, p, n, mk};
+      if (tr.cand) memcpy(tr.cand + (size_t)t * tr.n, mk, n);
     } else if (c->layer > c->candidate_source) {
       /* later index sources: ids outside layer 20's kept blocks are -inf */
       const sel_mask *m = find_mask(s, q, p);
-      if (m)
-        for (uint32_t j = 0; j < n; j++)
-          if (j >= m->n || !m->keep[j]) I[j] = -INFINITY;
+      for (uint32_t j = 0; j < n; j++) {
+        bool keep = !m || (j < m->n && m->keep[j]);
+        if (!keep) I[j] = -INFINITY;
+        if (tr.cand) tr.cand[(size_t)t * tr.n + j] = keep;
+      }
     }
+    if (tr.scores) memcpy(tr.scores + (size_t)t * tr.n, I, (size_t)n * sizeof(float));
     hm_ref_index_topk(I, n, HM_TOPK_ATTN, HM_TOPK_ATTN, row);
   }
 out:
   free(qi), free(wts), free(I);
+  if (st != HM_OK && a->trace) hm_tset_truncate(a->trace, tr0);
   return st;
 }
 

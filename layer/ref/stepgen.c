@@ -53,11 +53,67 @@ hm_status hm_gen_step_make(const hm_layer_config *cfg, uint32_t S, uint32_t reqs
 
 hm_status hm_gen_step_make_block(const hm_layer_config *cfg, uint32_t S, uint32_t reqs, uint32_t ctx, uint32_t block,
                                  uint64_t seed, hm_gen_step *out) {
-  if (!cfg || !out) return hm_fail(HM_ERR_INVALID_ARG, "step inputs: NULL %s", cfg ? "output" : "config");
+  hm_gen_opts o = {.S = S, .reqs = reqs, .ctx = ctx, .block = block, .seed = seed};
+  return hm_gen_step_make_opts(cfg, &o, out);
+}
+
+static const char *const case_names[] = {"pad", "dead-chunk", "straddle", "start", "long"};
+#define NCASES (sizeof case_names / sizeof *case_names)
+
+const char *hm_gen_case_name(uint32_t i) { return i < NCASES ? case_names[i] : NULL; }
+
+hm_status hm_gen_cases_parse(const char *list, uint32_t *cases) {
+  if (!list || !cases) return hm_fail(HM_ERR_INVALID_ARG, "hm_gen_cases_parse: null argument");
+  uint32_t got = 0;
+  for (const char *p = list;;) {
+    size_t n = strcspn(p, ",");
+    unsigned i = 0;
+    while (i < NCASES && (strlen(case_names[i]) != n || strncmp(p, case_names[i], n))) i++;
+    if (i == NCASES)
+      return hm_fail(HM_ERR_INVALID_ARG, "case '%.*s': not one of pad, dead-chunk, straddle, start, long", (int)n, p);
+    got |= 1u << i;
+    if (!p[n]) break;
+    p += n + 1;
+  }
+  *cases = got;
+  return HM_OK;
+}
+
+/* request r's first position under the cases (HM_GEN_*, in hm_ref.h's order of precedence) */
+static uint32_t first_position(const hm_layer_config *cfg, const hm_gen_opts *o, uint32_t r) {
+  uint32_t p0 = o->ctx + 7 * r;
+  if ((o->cases & HM_GEN_LONG) && p0 < HM_GEN_LONG_ENTRIES * cfg->compress_ratio + 7 * r)
+    p0 = HM_GEN_LONG_ENTRIES * cfg->compress_ratio + 7 * r;
+  if ((o->cases & HM_GEN_STRADDLE) && p0 % 2 == 0) p0++;
+  if ((o->cases & HM_GEN_START) && r < 2) p0 = r;
+  return p0;
+}
+
+/* the ids of a generated top-k row: two of every three of the n entries, ascending; with a dead
+ * chunk they stop at a multiple of 128 at least 128 short of min(n, 512) */
+static void topk_row(uint32_t n, bool dead_chunk, int32_t *row) {
+  uint32_t nt = n < HM_TOPK_ATTN ? n : HM_TOPK_ATTN, cap = HM_TOPK_ATTN, m = 0;
+  if (dead_chunk) cap = nt >= 128 ? (nt - 128) / 128 * 128 : 0;
+  for (uint32_t j = 0; j < n && m < cap; j += 1 + (j % 3 == 1)) row[m++] = (int32_t)j;
+  for (; m < HM_TOPK_ATTN; m++) row[m] = -1;
+}
+
+hm_status hm_gen_step_make_opts(const hm_layer_config *cfg, const hm_gen_opts *o, hm_gen_step *out) {
+  if (!cfg || !out || !o)
+    return hm_fail(HM_ERR_INVALID_ARG, "step inputs: NULL %s", cfg ? o ? "output" : "options" : "config");
+  const uint32_t S = o->S, reqs = o->reqs, ctx = o->ctx, block = o->block ? o->block : BLOCK;
+  const uint64_t seed = o->seed;
   if (S < 1 || S > HM_MAX_ROWS || reqs < 1 || S % reqs || ctx + S >= SLOTS_A_REQ)
     return hm_fail(HM_ERR_INVALID_ARG, "step inputs: %u rows in %u requests at context %u", S, reqs, ctx);
   if (block < 2 || block > SLOTS_A_REQ || SLOTS_A_REQ % block || block % 2)
     return hm_fail(HM_ERR_INVALID_ARG, "step inputs: SWA block size %u (an even divisor of %u)", block, SLOTS_A_REQ);
+  if (o->cases >> NCASES) return hm_fail(HM_ERR_INVALID_ARG, "step inputs: unknown cases 0x%x", o->cases);
+  if ((o->cases & HM_GEN_PAD) && S < 2)
+    return hm_fail(HM_ERR_INVALID_ARG, "step inputs: a padding row needs a step of at least 2 rows");
+  for (uint32_t r = 0; r < reqs; r++)
+    if (first_position(cfg, o, r) + S / reqs > SLOTS_A_REQ)
+      return hm_fail(HM_ERR_INVALID_ARG, "step inputs: request %u's rows from position %u pass its %u slots", r,
+                     first_position(cfg, o, r), SLOTS_A_REQ);
   hm_gen_step g;
   memset(&g, 0, sizeof g);
   const uint32_t D = cfg->hidden, per = S / reqs, ratio = cfg->compress_ratio, nrow = cfg->engram_heads * cfg->engram_ngram;
@@ -106,7 +162,7 @@ hm_status hm_gen_step_make_block(const hm_layer_config *cfg, uint32_t S, uint32_
     for (uint32_t b = 0; b < cbr; b++) g.bt[r * cbr + b] = (int32_t)(r * cbr + cbr - 1 - b);
   st = HM_OK;
   for (uint32_t r = 0; r < reqs && st == HM_OK; r++) {
-    uint32_t p0 = ctx + 7 * r;
+    uint32_t p0 = first_position(cfg, o, r);
     for (uint32_t p = p0 > HM_WINDOW ? p0 - HM_WINDOW : 0; p < p0 && st == HM_OK; p++)
       st = fill_record(&in->swa, (int64_t)r * SLOTS_A_REQ + p, seed, "swa");
     for (uint32_t j = 0; ratio && j < (p0 + per) / ratio && st == HM_OK; j++)
@@ -119,13 +175,17 @@ hm_status hm_gen_step_make_block(const hm_layer_config *cfg, uint32_t S, uint32_
       uint32_t lo = p + 1 > HM_WINDOW ? p + 1 - HM_WINDOW : 0;
       g.swa_len[t] = (int32_t)(p + 1 - lo);
       for (uint32_t k = 0; k < p + 1 - lo; k++) g.swa_idx[t * HM_WINDOW + k] = (int32_t)(r * SLOTS_A_REQ + lo + k);
-      uint32_t n = ratio ? (p + 1) / ratio : 0, m = 0;
-      for (uint32_t j = 0; j < n && m < HM_TOPK_ATTN; j += 1 + (j % 3 == 1)) g.topk[t * HM_TOPK_ATTN + m++] = (int32_t)j;
-      for (; m < HM_TOPK_ATTN; m++) g.topk[t * HM_TOPK_ATTN + m] = -1;
+      topk_row(ratio ? (p + 1) / ratio : 0, o->cases & HM_GEN_DEAD_CHUNK, g.topk + (size_t)t * HM_TOPK_ATTN);
       for (uint32_t h = 0; h < nrow; h++) g.hashes[t * nrow + h] = (int64_t)(1000003ull * (t + 1) + 7919ull * h);
     }
   }
   if (st != HM_OK) goto fail;
+  if (o->cases & HM_GEN_PAD) {
+    /* as a serving stack pads a step: slot -1, position 0, no window, no top-k */
+    const uint32_t t = S - 1;
+    g.slot[t] = -1, g.pos[t] = 0, g.swa_len[t] = 0;
+    for (uint32_t k = 0; k < HM_TOPK_ATTN; k++) g.topk[t * HM_TOPK_ATTN + k] = -1;
+  }
   free(mix), free(sq);
   *out = g;
   return HM_OK;
@@ -216,13 +276,30 @@ hm_status hm_gen_step_tensors(const hm_gen_step *s, const hm_layer_config *cfg, 
 hm_status hm_gen_step_seed_select(const hm_gen_step *s, const hm_layer_config *cfg, hm_select_state *st, uint64_t seed) {
   if (!s || !cfg || !st) return hm_fail(HM_ERR_INVALID_ARG, "hm_gen_step_seed_select: null argument");
   if (!hm_config_has(cfg, HM_ROLE_INDEX_SOURCE)) return HM_OK;
-  const uint32_t S = s->in.S, per = S / s->reqs, r = cfg->compress_ratio;
+  const uint32_t S = s->in.S, r = cfg->compress_ratio;
   const bool owns = hm_config_has(cfg, HM_ROLE_KV_SOURCE);
   for (uint32_t q = 0; q < s->reqs; q++) {
-    int64_t first = s->pos[q * per], last = s->pos[q * per + per - 1];
+    /* the request's live rows (a padding row is no token of it) */
+    int64_t first = -1, last = -1;
+    for (uint32_t t = 0; t < S; t++)
+      if (s->t2r[t] == (int32_t)q && s->slot[t] >= 0) {
+        if (first < 0 || s->pos[t] < first) first = s->pos[t];
+        if (s->pos[t] > last) last = s->pos[t];
+      }
+    if (first < 0) continue;
     uint32_t n = (uint32_t)(owns ? first / r : (last + 1) / r);
     hm_status e = hm_select_state_seed(st, cfg, cfg->kv_source, (int32_t)q, n, seed);
     if (e != HM_OK) return e;
+    if (!owns || r != 2 || first % 2 == 0) continue;
+    /* the step's first row ends a group begun before it: its first token, as the prefill (or the
+     * step before) left it in the compressor's state, f32 projections at the rms of real ones */
+    float kv[HM_HEAD_DIM], gate[HM_HEAD_DIM];
+    char name[64];
+    snprintf(name, sizeof name, "prefill.kv.%d.%u.%lld", cfg->layer, q, (long long)(first - 1));
+    hm_gen_normal(seed, name, HM_HEAD_DIM, 0.0f, 1.0f, false, kv);
+    snprintf(name, sizeof name, "prefill.gate.%d.%u.%lld", cfg->layer, q, (long long)(first - 1));
+    hm_gen_normal(seed, name, HM_HEAD_DIM, 0.0f, 1.0f, false, gate);
+    if ((e = hm_select_state_pend(st, cfg, (int32_t)q, first - 1, kv, gate)) != HM_OK) return e;
   }
   return HM_OK;
 }

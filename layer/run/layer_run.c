@@ -298,7 +298,7 @@ static hm_status run_select(hm_layer *l, const hm_layer_io *io) {
   const hm_k1_meta *m = &io->meta;
   hm_select_args a = {&l->cfg, l->w, S, l->h_x, l->h_res, m->positions, m->slot_mapping, m->token_to_req,
                       {io->comp.base, io->comp.block_stride, io->comp.block_size, io->comp.blocks},
-                      m->block_table, m->bt_stride, m->comp_block};
+                      m->block_table, m->bt_stride, m->comp_block, NULL};
   hm_select_fn fn = l->opt.select ? l->opt.select : hm_ref_select;
   if ((s = fn(l->opt.select_ctx, &a, l->topk))) return hm_fail_prefix(s, "layer %d: select", l->cfg.layer);
   return HM_OK;

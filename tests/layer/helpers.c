@@ -26,7 +26,8 @@ void tl_build_group_arch(const hm_layer_config *cfg, uint32_t tp, uint64_t seed,
   hm_gen g;
   ck_assert_int_eq(hm_gen_init(&g, cfg, seed), HM_OK);
   hm_source src = hm_gen_source(&g);
-  hm_build_opts o = {.parts = parts, .rope_positions = 1024, .arch = arch};
+  /* RoPE rows for the generator's long contexts (HM_GEN_LONG at ratio 2: positions past 1200) */
+  hm_build_opts o = {.parts = parts, .rope_positions = 2048, .arch = arch};
   for (uint32_t r = 0; r < tp; r++) {
     hm_status st = hm_weights_build(cfg, tp, r, &src, &o, &w[r]);
     ck_assert_msg(st == HM_OK, "build rank %u: %s", r, hm_errmsg());
@@ -278,6 +279,43 @@ void tl_step_new_seam(hm_gen_step *s, const hm_layer_config *cfg, uint64_t seed)
   memcpy(s->comb, fi.comb, (size_t)S * 16 * 4);
   memcpy(s->pre, fi.pre, (size_t)S * HM_HC * 4);
   tl_ffn_inputs_free(&fi);
+}
+
+uint32_t tl_cases_seen(const hm_gen_step *g, const hm_layer_config *cfg) {
+  const uint32_t S = g->in.S, r = cfg->compress_ratio;
+  uint32_t seen = 0;
+  bool at0 = false, at1 = false;
+  for (uint32_t t = 0; t < S; t++) {
+    if (g->slot[t] < 0) {
+      seen |= HM_GEN_PAD;
+      continue;
+    }
+    bool first = true; /* the first live row of its request */
+    for (uint32_t u = 0; u < t; u++) first = first && !(g->slot[u] >= 0 && g->t2r[u] == g->t2r[t]);
+    if (first && r == 2 && g->pos[t] % 2) seen |= HM_GEN_STRADDLE;
+    at0 = at0 || (first && g->pos[t] == 0);
+    at1 = at1 || (first && g->pos[t] == 1);
+    if (r && (g->pos[t] + 1) / r > HM_TOPK_ATTN) seen |= HM_GEN_LONG;
+  }
+  if (at0 && at1) seen |= HM_GEN_START;
+  return seen;
+}
+
+void tl_expect_cases(const hm_gen_step *g, const hm_layer_config *cfg, uint32_t want) {
+  uint32_t miss = want & ~tl_cases_seen(g, cfg) & ~HM_GEN_DEAD_CHUNK;
+  for (uint32_t i = 0; hm_gen_case_name(i); i++)
+    ck_assert_msg(!(miss & (1u << i)), "layer %d: the generated step has no '%s' case", cfg->layer,
+                  hm_gen_case_name(i));
+}
+
+bool tl_dead_chunk(const int32_t *kt, const int32_t *klen, uint32_t S, uint32_t ck) {
+  for (uint32_t t = 0; t < S; t++)
+    for (uint32_t c0 = 0; c0 + ck <= (uint32_t)klen[t]; c0 += ck) {
+      uint32_t k = 0;
+      while (k < ck && kt[(size_t)t * HM_KEYS + c0 + k] == -1) k++;
+      if (k == ck) return true;
+    }
+  return false;
 }
 
 void tl_ffn_outputs_alloc(hm_ffn_outputs *o, uint32_t tp, uint32_t S, uint32_t D) {

@@ -93,6 +93,17 @@ void tl_replay_order(uint32_t sets, uint32_t last, uint64_t seed, uint32_t n, ui
  * share one recorded step's addresses and caches. */
 void tl_step_new_seam(hm_gen_step *s, const hm_layer_config *cfg, uint64_t seed);
 
+/* The generator's hard cases (HM_GEN_*) a step holds, judged from its arrays alone: a padding row
+ * (slot -1); on ratio 2 a request whose first live row is at an odd position (a group begun
+ * before the step); live first rows at positions 0 and 1; a live row with more than 512
+ * compressed entries. (dead-chunk is judged on a key table: tl_dead_chunk.) */
+uint32_t tl_cases_seen(const hm_gen_step *g, const hm_layer_config *cfg);
+/* The assertion that every case in `want` is in g's step (tl_cases_seen), naming a missing one. */
+void tl_expect_cases(const hm_gen_step *g, const hm_layer_config *cfg, uint32_t want);
+/* true if a row of the key table kt [S][640] (kv_len in klen[t]) has a whole aligned chunk of ck
+ * keys, inside its kv_len, all -1 */
+bool tl_dead_chunk(const int32_t *kt, const int32_t *klen, uint32_t S, uint32_t ck);
+
 /* A Check suite of one test case a test, named as the test, so CK_RUN_CASE picks one (the
  * mutation harness and the README run single cases so); each case may take `timeout_s`. */
 typedef struct tl_case {

@@ -1,6 +1,7 @@
 /* tests/layer/test_check_tool.c: `hsa-mono-check ref` as a user runs it: the files it writes read back
  * with the library's reader; ffn, k1, layer and model on the software agent; their refusals. */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,6 +165,77 @@ START_TEST(ref_gfx942_files) {
   hm_tset_free(&tr);
   hm_gen_step_free(&st);
   tl_free_group(w, 4);
+  snprintf(args, sizeof args, "rm -rf %s", dir);
+  ck_assert_int_eq(system(args), 0);
+}
+END_TEST
+
+/* `ref --cases` (the generator's hard cases) and the select step's dump (select.safetensors): on
+ * layer 20 past 512 entries with a padding row, every live row's picks are the top 512 of its
+ * dumped scores; on layer 2 with groups begun before the step, the first token the state held and
+ * the records written; a bad case list refused naming --cases. */
+START_TEST(ref_select_dump) {
+  snprintf(dir, sizeof dir, "/tmp/hm_check_XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  char args[512];
+  snprintf(args, sizeof args, "ref --config tiny --layer 20 --rows 3 --tp 2 --seed 4 --cases long,pad --out %s/l20",
+           dir);
+  ck_assert_int_eq(run(args), 0);
+  hm_st_file *f = open_in("l20", "select"), *k = open_in("l20", "k1"), *in = open_in("l20", "inputs");
+  ck_assert_str_eq(hm_st_meta(f, "cases"), "long,pad");
+  uint64_t sh[4], shk[4];
+  const float *I;
+  const int32_t *tk;
+  const int64_t *slot, *pos;
+  const uint8_t *cand;
+  ck_assert_int_eq(hm_st_get(f, "select.scores", NULL, NULL, sh, (const void **)&I, NULL), HM_OK);
+  ck_assert_int_eq(hm_st_get(f, "select.candidates", NULL, NULL, NULL, (const void **)&cand, NULL), HM_OK);
+  ck_assert_int_eq(hm_st_get(f, "select.index_keys", NULL, NULL, shk, NULL, NULL), HM_OK);
+  ck_assert_int_eq(hm_st_get(k, "k1.topk", NULL, NULL, NULL, (const void **)&tk, NULL), HM_OK);
+  ck_assert_int_eq(hm_st_get(in, "in.slot_mapping", NULL, NULL, NULL, (const void **)&slot, NULL), HM_OK);
+  ck_assert_int_eq(hm_st_get(in, "in.positions", NULL, NULL, NULL, (const void **)&pos, NULL), HM_OK);
+  ck_assert_uint_eq(sh[0], 3);
+  ck_assert_uint_gt(sh[1], 512);
+  ck_assert_uint_eq(shk[1], sh[1]);
+  ck_assert_uint_eq(shk[2], 128);
+  ck_assert_int_eq(slot[2], -1); /* the padding row */
+  for (uint32_t t = 0; t < 2; t++) {
+    int32_t want[512];
+    const uint32_t n = (uint32_t)pos[t] + 1;
+    ck_assert_uint_eq(hm_ref_index_topk(I + t * sh[1], n, 512, 512, want), 512);
+    ck_assert_mem_eq(tk + t * 512, want, sizeof want);
+    ck_assert_uint_eq(cand[t * sh[1] + n - 1], 1);
+  }
+  for (uint32_t j = 0; j < sh[1]; j++) ck_assert(isinf(I[2 * sh[1] + j])); /* nothing scored */
+  hm_st_close(f), hm_st_close(k), hm_st_close(in);
+  snprintf(args, sizeof args, "ref --config tiny --layer 2 --rows 4 --reqs 2 --tp 2 --seed 4 --cases straddle --out %s/l2",
+           dir);
+  ck_assert_int_eq(run(args), 0);
+  f = open_in("l2", "select");
+  const int32_t *first, *entry;
+  const float *pk;
+  const uint8_t *rec;
+  ck_assert_int_eq(hm_st_get(f, "select.first", NULL, NULL, NULL, (const void **)&first, NULL), HM_OK);
+  ck_assert_int_eq(hm_st_get(f, "select.entry", NULL, NULL, NULL, (const void **)&entry, NULL), HM_OK);
+  ck_assert_int_eq(hm_st_get(f, "select.pending_kv", NULL, NULL, NULL, (const void **)&pk, NULL), HM_OK);
+  ck_assert_int_eq(hm_st_get(f, "select.records", NULL, NULL, sh, (const void **)&rec, NULL), HM_OK);
+  ck_assert_uint_eq(sh[1], 584);
+  ck_assert_int_eq(first[0], -1); /* both requests' first rows */
+  ck_assert_int_eq(first[2], -1);
+  ck_assert_int_eq(entry[0], 150); /* 301 ends entry 150; 302 begins one */
+  ck_assert_int_eq(entry[1], -1);
+  ck_assert(pk[0] != 0.0f && pk[512] == 0.0f);
+  uint32_t nz = 0;
+  for (uint32_t i = 0; i < 584; i++) nz += rec[i] != 0;
+  ck_assert_uint_gt(nz, 100);
+  hm_st_close(f);
+  char *out;
+  snprintf(args, sizeof args, "ref --config tiny --layer 2 --rows 4 --tp 2 --seed 4 --cases pad,later --out %s/x", dir);
+  ck_assert_int_eq(run_sim(args, &out), 2);
+  ck_assert_msg(!strncmp(out, "hsa-mono-check ref: --cases 'pad,later': case 'later': not one of", 65), "%s", out);
+  free(out);
+  snprintf(args, sizeof args, "ref --config tiny --layer 2 --rows 1 --tp 2 --seed 4 --cases pad --out %s/x", dir);
+  ck_assert_int_eq(run(args), 2);
   snprintf(args, sizeof args, "rm -rf %s", dir);
   ck_assert_int_eq(system(args), 0);
 }
@@ -369,6 +441,7 @@ END_TEST
 
 Suite *hm_test_suite(void) {
   const tl_case tests[] = {{"ref_layer_files", ref_layer_files},
+                           {"ref_select_dump", ref_select_dump},
                            {"ref_reduced_from_checkpoint", ref_reduced_from_checkpoint},
                            {"ref_gfx942_files", ref_gfx942_files},
                            {"ffn_harness", ffn_harness},

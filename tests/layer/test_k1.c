@@ -20,6 +20,7 @@ static const hm_k1_config small_grid = {.min_cus = 1};
 typedef struct shape {
   uint32_t S, reqs, ctx, block;
   int32_t dead_row; /* a row given slot -1 (a padding token), or -1 for none */
+  uint32_t cases;   /* the generator's hard cases (HM_GEN_*), each asserted to occur */
 } shape;
 
 typedef struct k1_case {
@@ -54,8 +55,10 @@ static void case_make_seam(k1_case *c, const hm_layer_weights *w, uint32_t tp, c
   memset(c, 0, sizeof *c);
   c->cfg = w[0].cfg, c->tp = tp, c->S = sh->S, c->H = w[0].dims.heads, c->Q = c->cfg.q_lora;
   c->index = hm_config_has(&c->cfg, HM_ROLE_INDEX_SOURCE);
-  hm_status st = hm_gen_step_make_block(&c->cfg, sh->S, sh->reqs, sh->ctx, sh->block, seed, &c->step);
+  hm_gen_opts go = {.S = sh->S, .reqs = sh->reqs, .ctx = sh->ctx, .block = sh->block, .seed = seed, .cases = sh->cases};
+  hm_status st = hm_gen_step_make_opts(&c->cfg, &go, &c->step);
   ck_assert_msg(st == HM_OK, "step: %s", hm_errmsg());
+  tl_expect_cases(&c->step, &c->cfg, sh->cases);
   if (seam_seed) tl_step_new_seam(&c->step, &c->cfg, seam_seed);
   if (sh->dead_row >= 0) c->step.slot[sh->dead_row] = -1;
   ck_assert_int_eq(hm_gen_step_copy(&c->step, &c->before), HM_OK);
@@ -209,6 +212,8 @@ static void run_case(hm_runtime *rt, hm_k1_group *g, const hm_layer_weights *w, 
   expect_ranks_identical(&c);
   expect_seam_exact(&c, &c.o[0]);
   if (!c.index) expect_keys_exact(&c, &c.o[0]);
+  if (!c.index && (sh->cases & HM_GEN_DEAD_CHUNK))
+    ck_assert_msg(tl_dead_chunk(tl_i32(&c.ref, "k1.kt"), tl_i32(&c.ref, "k1.klen"), c.S, 64), "no dead key chunk");
   expect_stages(rt, g, &c, w);
   expect_records_close(&c);
   if (c.index && c.cfg.compress_ratio) {
@@ -220,6 +225,7 @@ static void run_case(hm_runtime *rt, hm_k1_group *g, const hm_layer_weights *w, 
     hm_key_args ka = {c.S, c.cfg.compress_ratio, c.step.pos, c.step.slot, c.step.swa_idx, c.step.swa_len, c.step.t2r,
                       c.step.topk, c.step.bt, c.step.in.bt_stride, c.step.in.comp.block_size};
     ck_assert_int_eq(hm_ref_key_table(&ka, kt, klen), HM_OK);
+    if (sh->cases & HM_GEN_DEAD_CHUNK) ck_assert_msg(tl_dead_chunk(kt, klen, c.S, 64), "no dead key chunk");
     for (uint32_t r = 0; r < tp; r++) {
       ck_assert_mem_eq(c.o[r].kt, kt, (size_t)c.S * K1_KEYS * 4);
       ck_assert_mem_eq(c.o[r].klen, klen, (size_t)c.S * 8);
@@ -248,23 +254,23 @@ static void run_layer(const char *model, int32_t layer, uint32_t tp, const shape
 /* A REUSE layer (ratio 2) at TP 2 over the row counts, one request; position 0 (a window of one
  * slot, no compressed key yet), a window that wraps a 64-slot block, a padding row. */
 START_TEST(tiny_ratio2_tp2) {
-  const shape s[] = {{1, 1, 0, 64, -1}, {2, 1, 1, 64, -1}, {7, 1, 100, 64, 3}, {16, 2, 60, 64, -1},
-                     {48, 2, 300, 64, 47}};
+  const shape s[] = {{1, 1, 0, 64, -1, 0}, {2, 1, 1, 64, -1, 0}, {7, 1, 100, 64, 3, 0}, {16, 2, 60, 64, -1, 0},
+                     {48, 2, 300, 64, 47, 0}};
   run_layer("tiny", 3, 2, s, sizeof s / sizeof *s, 100);
 }
 END_TEST
 
 /* A REUSE layer (ratio 1) at TP 4: two requests in a step, 256-slot blocks, short top-k lists. */
 START_TEST(tiny_ratio1_tp4) {
-  const shape s[] = {{1, 1, 5, 256, -1}, {2, 2, 0, 256, 1}, {7, 1, 250, 256, -1}, {16, 4, 40, 256, 0},
-                     {48, 4, 700, 256, -1}};
+  const shape s[] = {{1, 1, 5, 256, -1, 0}, {2, 2, 0, 256, 1, 0}, {7, 1, 250, 256, -1, 0}, {16, 4, 40, 256, 0, 0},
+                     {48, 4, 700, 256, -1, 0}};
   run_layer("tiny", 21, 4, s, sizeof s / sizeof *s, 200);
 }
 END_TEST
 
 /* Window layers (ratio 0): no compressed keys; TP 2 and 4. */
 START_TEST(tiny_ratio0) {
-  const shape s[] = {{1, 1, 0, 64, -1}, {7, 1, 129, 64, 6}, {48, 2, 200, 256, -1}};
+  const shape s[] = {{1, 1, 0, 64, -1, 0}, {7, 1, 129, 64, 6, 0}, {48, 2, 200, 256, -1, 0}};
   run_layer("tiny", 0, 2, s, sizeof s / sizeof *s, 300);
   run_layer("tiny", 41, 4, s, 2, 310);
 }
@@ -273,31 +279,47 @@ END_TEST
 /* An index-source layer (ratio 2, layer 2; ratio 1, layer 24): the index build's x_out and qr_out,
  * no key table from K1; keylist writes it from a top-k made between the launches. */
 START_TEST(tiny_index_build) {
-  const shape s[] = {{1, 1, 3, 64, -1}, {7, 1, 90, 64, 2}, {16, 2, 400, 256, -1}};
+  const shape s[] = {{1, 1, 3, 64, -1, 0}, {7, 1, 90, 64, 2, 0}, {16, 2, 400, 256, -1, 0}};
   run_layer("tiny", 2, 2, s, sizeof s / sizeof *s, 400);
   run_layer("tiny", 24, 4, s, 2, 410);
+}
+END_TEST
+
+/* The generator's hard cases (hm_gen_opts.cases), each asserted to occur in its step: padding
+ * rows, top-k lists a whole key chunk short (dead chunks in the key table), requests starting at
+ * odd positions (ratio-2 groups begun the step before), requests at positions 0 and 1, contexts of
+ * more than 512 compressed entries. A REUSE layer (ratio 2) at TP 2, and the index build and
+ * keylist of a reindex layer (24, ratio 1) at TP 4. */
+START_TEST(tiny_hard_cases) {
+  const shape s[] = {{8, 2, 300, 64, -1, HM_GEN_PAD | HM_GEN_DEAD_CHUNK | HM_GEN_STRADDLE},
+                     {4, 2, 0, 64, -1, HM_GEN_START},
+                     {3, 1, 50, 64, -1, HM_GEN_LONG | HM_GEN_DEAD_CHUNK | HM_GEN_PAD}};
+  run_layer("tiny", 3, 2, s, sizeof s / sizeof *s, 450);
+  const shape s24[] = {{4, 2, 0, 256, -1, HM_GEN_LONG | HM_GEN_PAD | HM_GEN_DEAD_CHUNK},
+                       {2, 2, 9, 64, -1, HM_GEN_START}};
+  run_layer("tiny", 24, 4, s24, 2, 460);
 }
 END_TEST
 
 /* The V4.1-Flash attention dims (hidden 5120, 64 heads, q_lora 1280, head 512): TP 4 and 2, the
  * row counts, the three ratios, both block sizes, padding rows, two and four requests. */
 START_TEST(full_dims_tp4) {
-  const shape s[] = {{1, 1, 0, 64, -1}, {2, 1, 150, 64, -1}, {7, 1, 1000, 256, 4}, {16, 2, 300, 64, -1},
-                     {48, 4, 900, 256, 20}};
+  const shape s[] = {{1, 1, 0, 64, -1, 0}, {2, 1, 150, 64, -1, 0}, {7, 1, 1000, 256, 4, 0}, {16, 2, 300, 64, -1, 0},
+                     {48, 4, 900, 256, 20, 0}};
   run_layer("v41-flash", 5, 4, s, sizeof s / sizeof *s, 500);
   run_layer("v41-flash", 33, 4, s + 2, 1, 505);
 }
 END_TEST
 START_TEST(full_dims_tp2) {
-  const shape s[] = {{1, 1, 70, 64, -1}, {2, 2, 1, 256, -1}, {7, 1, 129, 64, -1}, {16, 1, 600, 256, 9},
-                     {48, 2, 960, 64, -1}};
+  const shape s[] = {{1, 1, 70, 64, -1, 0}, {2, 2, 1, 256, -1, 0}, {7, 1, 129, 64, -1, 0}, {16, 1, 600, 256, 9, 0},
+                     {48, 2, 960, 64, -1, 0}};
   run_layer("v41-flash", 30, 2, s, sizeof s / sizeof *s, 510);
   run_layer("v41-flash", 0, 2, s + 3, 1, 515);
 }
 END_TEST
 /* The index build at full dims (layer 2: ratio 2, a kv and index source; layer 28: ratio 1). */
 START_TEST(full_dims_index_build) {
-  const shape s[] = {{7, 1, 500, 64, 1}, {16, 2, 90, 256, -1}};
+  const shape s[] = {{7, 1, 500, 64, 1, 0}, {16, 2, 90, 256, -1, 0}};
   run_layer("v41-flash", 2, 4, s, 2, 520);
   run_layer("v41-flash", 28, 2, s, 1, 525);
 }
@@ -414,7 +436,7 @@ START_TEST(replays_bit_identical) {
   hm_k1_group *g;
   ck_assert_msg(hm_k1_group_create(rt, w, TP, &small_grid, &g) == HM_OK, "%s", hm_errmsg());
   /* each set once as a step (from the step's cache as generated), checked as run_case does */
-  const shape sh = {2, 1, 70, 64, -1};
+  const shape sh = {2, 1, 70, 64, -1, 0};
   k1_case c[SETS];
   hm_k1_outputs got;
   for (uint32_t k = 0; k < SETS; k++) {
@@ -494,7 +516,7 @@ START_TEST(bad_metadata_refused) {
   tl_build_group(&cfg, 2, 700, HM_WPART_ATTN, w);
   hm_k1_group *g;
   ck_assert_msg(hm_k1_group_create(rt, w, 2, &small_grid, &g) == HM_OK, "%s", hm_errmsg());
-  const shape sh = {4, 1, 300, 64, -1};
+  const shape sh = {4, 1, 300, 64, -1, 0};
   k1_case c;
   case_make(&c, w, 2, &sh, 700);
   uint64_t cache = (uint64_t)c.step.in.swa.blocks * c.step.in.swa.block_size;
@@ -569,6 +591,7 @@ Suite *hm_test_suite(void) {
       {"create_refusals", create_refusals},   {"bad_metadata_refused", bad_metadata_refused},
       {"tiny_ratio2_tp2", tiny_ratio2_tp2},   {"tiny_ratio1_tp4", tiny_ratio1_tp4},
       {"tiny_ratio0", tiny_ratio0},           {"tiny_index_build", tiny_index_build},
+      {"tiny_hard_cases", tiny_hard_cases},
       {"replays_bit_identical", replays_bit_identical}, {"full_dims_tp4", full_dims_tp4},
       {"full_dims_tp2", full_dims_tp2},       {"full_dims_index_build", full_dims_index_build},
   };

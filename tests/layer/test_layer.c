@@ -22,6 +22,7 @@ static const hm_ffn_config small_grid = {.min_cus = 1};
 typedef struct shape {
   uint32_t S, reqs, ctx, block;
   int32_t dead_row; /* a row given slot -1 (a padding token), or -1 for none */
+  uint32_t cases;   /* the generator's hard cases (HM_GEN_*), each asserted to occur */
 } shape;
 
 typedef struct layer_case {
@@ -31,6 +32,8 @@ typedef struct layer_case {
   hm_gen_step step;   /* what the group gets (caches as before the step) */
   hm_gen_step refs;   /* the reference's copy (caches after the reference's step) */
   hm_select_state *rsel; /* the reference's select state (index sources) */
+  hm_gen_opts opts;      /* how the step was made (expect_select_own makes it again) */
+  int32_t dead_row;
   hm_tensor_set ref;
   hm_layer_outputs o[4];
 } layer_case;
@@ -72,8 +75,12 @@ static void case_make_seam(layer_case *c, hm_layer_group *g, const hm_layer_weig
   c->cfg = w[0].cfg, c->tp = tp, c->S = sh->S, c->H = w[0].dims.heads;
   c->ck = hm_attn_chunk_keys(tp, sh->S, false);
   c->index = hm_config_has(&c->cfg, HM_ROLE_INDEX_SOURCE);
-  hm_status st = hm_gen_step_make_block(&c->cfg, sh->S, sh->reqs, sh->ctx, sh->block, seed, &c->step);
+  c->opts = (hm_gen_opts){.S = sh->S, .reqs = sh->reqs, .ctx = sh->ctx, .block = sh->block, .seed = seed,
+                          .cases = sh->cases};
+  c->dead_row = sh->dead_row;
+  hm_status st = hm_gen_step_make_opts(&c->cfg, &c->opts, &c->step);
   ck_assert_msg(st == HM_OK, "step: %s", hm_errmsg());
+  tl_expect_cases(&c->step, &c->cfg, sh->cases);
   if (seam_seed) tl_step_new_seam(&c->step, &c->cfg, seam_seed);
   if (sh->dead_row >= 0) c->step.slot[sh->dead_row] = -1;
   if (hm_config_has(&c->cfg, HM_ROLE_FIRST)) c->step.in.res = NULL;
@@ -142,8 +149,57 @@ static void expect_ranks_identical(const layer_case *c) {
   }
 }
 
+/* An index source's top-k against the reference's: exact in a row whose entries all fit the 512
+ * (every entry is picked). Past 512 entries the scores decide, and the kernels' q latent (K1's
+ * GEMVs, close not exact, then MXFP4 in the indexer) moves them, so picks near the cut move: there
+ * the count must agree, and expect_select_own checks the picks exactly on the kernels' inputs. */
+static void expect_topk(const layer_case *c, const int32_t *tk) {
+  const int32_t *ref = tl_i32(&c->ref, "k1.topk");
+  for (uint32_t t = 0; t < c->S; t++) {
+    const int32_t *x = tk + (size_t)t * K1_TOPK, *y = ref + (size_t)t * K1_TOPK;
+    const bool crowded = c->step.slot[t] >= 0 && (c->step.pos[t] + 1) / c->cfg.compress_ratio > K1_TOPK;
+    if (!crowded) {
+      ck_assert_msg(!memcmp(x, y, K1_TOPK * 4), "row %u: top-k differs from the reference's", t);
+      continue;
+    }
+    uint32_t nx = 0, ny = 0;
+    while (nx < K1_TOPK && x[nx] >= 0) nx++;
+    while (ny < K1_TOPK && y[ny] >= 0) ny++;
+    ck_assert_msg(nx == ny, "row %u: %u picks, the reference %u", t, nx, ny);
+  }
+}
+
+/* An index source's select on the kernels' own inputs to it (rank 0's x_out and qr_out from K1),
+ * from the state and caches the step began with: every rank's top-k exactly that. */
+static void expect_select_own(hm_runtime *rt, hm_layer_group *g, const layer_case *c, const hm_layer_weights *w) {
+  const uint32_t S = c->S, D = c->cfg.hidden, Q = c->cfg.q_lora;
+  const hm_k1_io *io = hm_layer_k1_io(hm_layer_group_layer(g, 0, 0));
+  uint16_t *xb = tl_fetch(rt, hm_layer_group_agent(g, 0), io->x_out, (size_t)S * D * 2);
+  uint16_t *qb = tl_fetch(rt, hm_layer_group_agent(g, 0), io->qr_out, (size_t)S * Q * 2);
+  float *x = malloc((size_t)S * D * 4), *qr = malloc((size_t)S * Q * 4);
+  for (size_t i = 0; i < (size_t)S * D; i++) x[i] = fmt_bf16_to_f32(xb[i]);
+  for (size_t i = 0; i < (size_t)S * Q; i++) qr[i] = fmt_bf16_to_f32(qb[i]);
+  hm_gen_step m;
+  ck_assert_int_eq(hm_gen_step_make_opts(&c->cfg, &c->opts, &m), HM_OK);
+  if (c->dead_row >= 0) m.slot[c->dead_row] = -1;
+  hm_select_state *st;
+  ck_assert_int_eq(hm_select_state_new(&st), HM_OK);
+  ck_assert_int_eq(hm_gen_step_seed_select(&m, &c->cfg, st, c->opts.seed + 7), HM_OK);
+  int32_t *tk = malloc((size_t)S * K1_TOPK * 4);
+  hm_select_args a = {&c->cfg, &w[0], S, x, qr, m.pos, m.slot, m.t2r, m.in.comp, m.bt, m.in.bt_stride,
+                      m.in.comp.block_size, NULL};
+  ck_assert_msg(hm_ref_select(st, &a, tk) == HM_OK, "select on the kernels' inputs: %s", hm_errmsg());
+  for (uint32_t r = 0; r < c->tp; r++)
+    ck_assert_msg(!memcmp(c->o[r].topk, tk, (size_t)S * K1_TOPK * 4), "rank %u: top-k differs from the select on "
+                  "the kernels' own inputs", r);
+  hm_select_state_free(st);
+  hm_gen_step_free(&m);
+  free(xb), free(qb), free(x), free(qr), free(tk);
+}
+
 /* K1's half: the attention seam exactly (the same code and order as the reference's), the key table
- * exactly (discrete), q close (K1's GEMVs; test_k1.c checks them stage by stage). */
+ * exactly (discrete: the reference's, or on an index source keylist's of the kernels' own top-k),
+ * q close (K1's GEMVs; test_k1.c checks them stage by stage). */
 static void expect_k1(const layer_case *c) {
   const uint64_t S = c->S, D = c->cfg.hidden;
   for (uint32_t r = 0; r < c->tp; r++) {
@@ -152,9 +208,20 @@ static void expect_k1(const layer_case *c) {
     ck_assert_uint_eq(tl_count_diff(o->post_a, tl_f32(&c->ref, "k1.seam.post"), S * 4), 0);
     ck_assert_uint_eq(tl_count_diff(o->comb_a, tl_f32(&c->ref, "k1.seam.comb"), S * 16), 0);
     ck_assert_uint_eq(tl_count_diff(o->pre_a, tl_f32(&c->ref, "k1.seam.pre"), S * 4), 0);
-    if (c->index) ck_assert_mem_eq(o->topk, tl_i32(&c->ref, "k1.topk"), (size_t)S * K1_TOPK * 4);
-    ck_assert_mem_eq(o->kt, tl_i32(&c->ref, "k1.kt"), (size_t)S * K1_KEYS * 4);
-    ck_assert_mem_eq(o->klen, tl_i32(&c->ref, "k1.klen"), (size_t)S * 2 * 4);
+    const int32_t *kt = tl_i32(&c->ref, "k1.kt"), *klen = tl_i32(&c->ref, "k1.klen");
+    int32_t *own = NULL;
+    if (c->index) {
+      expect_topk(c, o->topk);
+      own = malloc((size_t)S * (K1_KEYS + 2) * 4);
+      const hm_gen_step *m = &c->step;
+      hm_key_args ka = {c->S, c->cfg.compress_ratio, m->pos, m->slot, m->swa_idx, m->swa_len, m->t2r, o->topk, m->bt,
+                        m->in.bt_stride, m->in.comp.block_size};
+      ck_assert_int_eq(hm_ref_key_table(&ka, own, own + S * K1_KEYS), HM_OK);
+      kt = own, klen = own + S * K1_KEYS;
+    }
+    ck_assert_mem_eq(o->kt, kt, (size_t)S * K1_KEYS * 4);
+    ck_assert_mem_eq(o->klen, klen, (size_t)S * 2 * 4);
+    free(own);
     char name[32];
     snprintf(name, sizeof name, "rank%u.q", r);
     expect_close("q", o->q, tl_f32(&c->ref, name), S * c->H * 512);
@@ -306,7 +373,11 @@ static void run_case(hm_runtime *rt, hm_layer_group *g, const hm_layer_weights *
   hm_status st = hm_layer_group_step(g, &c.step.in, 1, c.o, NULL);
   ck_assert_msg(st == HM_OK, "layer %d, %u rows: %s", c.cfg.layer, sh->S, hm_errmsg());
   expect_ranks_identical(&c);
+  if (sh->cases & HM_GEN_DEAD_CHUNK)
+    ck_assert_msg(tl_dead_chunk(tl_i32(&c.ref, "k1.kt"), tl_i32(&c.ref, "k1.klen"), c.S, c.ck),
+                  "no key chunk of %u all -1", c.ck);
   expect_k1(&c);
+  if (c.index) expect_select_own(rt, g, &c, w);
   expect_back(rt, g, &c, w);
   expect_ffn_half(rt, g, &c, w);
   case_free(&c);
@@ -377,8 +448,8 @@ static void run_layer(const char *model, int32_t layer, uint32_t experts, uint32
  * position 0 (one window slot, no compressed key), a window that wraps a 64-slot block, padding
  * rows (slot -1), two requests. */
 START_TEST(tiny_reuse_ratio2_tp2) {
-  const shape s[] = {{1, 1, 0, 64, -1}, {2, 1, 1, 64, -1}, {7, 1, 100, 64, 3}, {16, 2, 60, 64, -1},
-                     {48, 2, 300, 64, 47}};
+  const shape s[] = {{1, 1, 0, 64, -1, 0}, {2, 1, 1, 64, -1, 0}, {7, 1, 100, 64, 3, 0}, {16, 2, 60, 64, -1, 0},
+                     {48, 2, 300, 64, 47, 0}};
   run_layer("tiny", 3, 0, 2, s, sizeof s / sizeof *s, 100);
 }
 END_TEST
@@ -386,8 +457,8 @@ END_TEST
 /* A REUSE layer (ratio 1) at TP 4 (chunks of 128): two requests in a step, 256-slot blocks, short
  * top-k lists. */
 START_TEST(tiny_reuse_ratio1_tp4) {
-  const shape s[] = {{1, 1, 5, 256, -1}, {2, 2, 0, 256, 1}, {7, 1, 250, 256, -1}, {16, 4, 40, 256, 0},
-                     {48, 4, 700, 256, -1}};
+  const shape s[] = {{1, 1, 5, 256, -1, 0}, {2, 2, 0, 256, 1, 0}, {7, 1, 250, 256, -1, 0}, {16, 4, 40, 256, 0, 0},
+                     {48, 4, 700, 256, -1, 0}};
   run_layer("tiny", 21, 0, 4, s, sizeof s / sizeof *s, 200);
 }
 END_TEST
@@ -396,17 +467,37 @@ END_TEST
  * launches, keylist, K2. A kv source with its own compressor (2, ratio 2) at TP 2; the candidate
  * producer (20, ratio 1) at TP 4. */
 START_TEST(tiny_index_sources) {
-  const shape s2[] = {{1, 1, 40, 64, -1}, {8, 2, 90, 64, 2}};
+  const shape s2[] = {{1, 1, 40, 64, -1, 0}, {8, 2, 90, 64, 3, 0}};
   run_layer("tiny", 2, 0, 2, s2, 2, 300);
-  const shape s20[] = {{2, 1, 70, 256, -1}, {16, 2, 130, 256, -1}};
+  const shape s20[] = {{2, 1, 70, 256, -1, 0}, {16, 2, 130, 256, -1, 0}};
   run_layer("tiny", 20, 0, 4, s20, 2, 310);
+}
+END_TEST
+
+/* The generator's hard cases (hm_gen_opts.cases), each asserted to occur in its step, through
+ * K1, the select and keylist, K2: a kv source (2, ratio 2) with padding rows and requests that
+ * begin at odd positions (the first token of their group pending from the prefill), requests at
+ * positions 0 and 1, and more than 512 compressed entries (the indexer's scores pick the 512); a
+ * REUSE layer (3) whose top-k lists stop a whole key chunk short; the candidate producer (20) and
+ * a reindex layer (24) past 512 entries. */
+START_TEST(tiny_hard_cases) {
+  const shape s2[] = {{8, 2, 300, 64, -1, HM_GEN_PAD | HM_GEN_STRADDLE}, {4, 2, 0, 64, -1, HM_GEN_START},
+                      {2, 1, 0, 64, -1, HM_GEN_LONG}};
+  run_layer("tiny", 2, 0, 2, s2, 3, 700);
+  const shape s3[] = {{8, 2, 300, 64, -1, HM_GEN_PAD | HM_GEN_DEAD_CHUNK | HM_GEN_STRADDLE},
+                      {3, 1, 0, 64, -1, HM_GEN_LONG | HM_GEN_DEAD_CHUNK | HM_GEN_PAD}};
+  run_layer("tiny", 3, 0, 2, s3, 2, 710);
+  const shape s20[] = {{2, 1, 0, 256, -1, HM_GEN_LONG}};
+  run_layer("tiny", 20, 0, 4, s20, 1, 720);
+  const shape s24[] = {{4, 2, 0, 64, -1, HM_GEN_LONG | HM_GEN_PAD}};
+  run_layer("tiny", 24, 0, 2, s24, 1, 730);
 }
 END_TEST
 
 /* Window layers: layer 0 (the embedding in, the identity seam), layer 1 (mHC post and Engram on
  * the host first), and a draft layer (routing 32/3 at tiny size), ratio 0 all. */
 START_TEST(tiny_window_layers) {
-  const shape s[] = {{1, 1, 0, 64, -1}, {8, 2, 129, 64, 6}};
+  const shape s[] = {{1, 1, 0, 64, -1, 0}, {8, 2, 129, 64, 6, 0}};
   run_layer("tiny", 0, 0, 2, s, 2, 400);
   run_layer("tiny", 1, 0, 4, s, 2, 410);
   run_layer("tiny", 41, 0, 4, s + 1, 1, 420);
@@ -421,7 +512,7 @@ END_TEST
  * (the padding row among them). The seeds are its own: under layer-chaos it is not run again. */
 START_TEST(grid_shapes_under_chaos) {
   if (getenv("HSAMONO_SIM_CHAOS")) return;
-  const shape s[] = {{1, 1, 0, 64, -1}, {7, 1, 100, 64, 3}};
+  const shape s[] = {{1, 1, 0, 64, -1, 0}, {7, 1, 100, 64, 3, 0}};
   const char *seeds[] = {"5", "17", "29"};
   const uint32_t grids[] = {3, 5, 8};
   setenv("HSAMONO_SIM_LAGGARD", "1", 1);
@@ -446,7 +537,7 @@ END_TEST
 
 /* Layer 14: an Engram layer that is also a kv and index source (Engram, index build, select). */
 START_TEST(tiny_engram_index) {
-  const shape s[] = {{2, 1, 50, 64, -1}};
+  const shape s[] = {{2, 1, 50, 64, -1, 0}};
   run_layer("tiny", 14, 0, 4, s, 1, 500);
 }
 END_TEST
@@ -455,13 +546,13 @@ END_TEST
  * experts cut to 32 (top-6) so the weights and the software agent's time fit a test. TP 4 at two
  * rows (chunks of 128), TP 2 at one row (chunks of 64). */
 START_TEST(full_dims_tp4) {
-  const shape s[] = {{2, 1, 150, 64, -1}};
+  const shape s[] = {{2, 1, 150, 64, -1, 0}};
   run_layer("v41-flash", 3, 32, 4, s, 1, 600);
 }
 END_TEST
 
 START_TEST(full_dims_tp2) {
-  const shape s[] = {{1, 1, 300, 64, -1}};
+  const shape s[] = {{1, 1, 300, 64, -1, 0}};
   run_layer("v41-flash", 23, 32, 2, s, 1, 610);
 }
 END_TEST
@@ -470,7 +561,7 @@ END_TEST
  * the identity seam) at TP 2, a kv source (its K1's index build and the reference select between
  * the launches) at TP 4, one row each. */
 START_TEST(full_dims_kinds) {
-  const shape s[] = {{1, 1, 200, 64, -1}};
+  const shape s[] = {{1, 1, 200, 64, -1, 0}};
   run_layer("v41-flash", 0, 32, 2, s, 1, 620);
   run_layer("v41-flash", 8, 32, 4, s, 1, 630);
 }
@@ -583,7 +674,7 @@ static void last_outputs_free(hm_layer_outputs *o, uint32_t tp) {
 static void replays_of(int32_t layer, uint32_t S) {
   layer_setup L;
   setup(&L, "tiny", layer, 0, 2, 700 + (uint64_t)layer, NULL);
-  const shape sh = {S, 1, 70, 64, -1};
+  const shape sh = {S, 1, 70, 64, -1, 0};
   layer_case c[SETS];
   replay_ctx rc;
   for (uint32_t k = 0; k < SETS; k++) {
@@ -622,7 +713,7 @@ END_TEST
 START_TEST(replays_first_layer) {
   layer_setup L;
   setup(&L, "tiny", 0, 0, 2, 750, NULL);
-  const shape sh = {3, 1, 20, 64, -1};
+  const shape sh = {3, 1, 20, 64, -1, 0};
   layer_case c;
   case_make(&c, L.g, L.w, 2, &sh, 751, &L.table);
   ck_assert_msg(hm_layer_group_step(L.g, &c.step.in, 1, c.o, NULL) == HM_OK, "%s", hm_errmsg());
@@ -651,7 +742,7 @@ START_TEST(dead_peer_mid_k2) {
   run.peer_timeout_ns = 2000000000ull;
   layer_setup L;
   setup(&L, "tiny", 21, 0, 4, 800, &run);
-  const shape sh = {2, 1, 30, 256, -1};
+  const shape sh = {2, 1, 30, 256, -1, 0};
   layer_case c;
   case_make(&c, L.g, L.w, 4, &sh, 801, &L.table);
   hm_status st = hm_layer_group_step_ranks(L.g, &c.step.in, 0xbu, NULL);
@@ -673,7 +764,7 @@ END_TEST
 START_TEST(ffn_only_interleaved) {
   layer_setup L;
   setup(&L, "tiny", 3, 0, 2, 850, NULL);
-  const shape sh = {4, 1, 40, 64, -1};
+  const shape sh = {4, 1, 40, 64, -1, 0};
   for (uint32_t round = 0; round < 2; round++) {
     layer_case c;
     case_make(&c, L.g, L.w, 2, &sh, 851 + round, &L.table);
@@ -818,7 +909,7 @@ END_TEST
 START_TEST(bad_metadata_refused) {
   layer_setup L;
   setup(&L, "tiny", 3, 0, 2, 870, NULL);
-  const shape sh = {2, 1, 40, 64, -1};
+  const shape sh = {2, 1, 40, 64, -1, 0};
   layer_case c;
   case_make(&c, L.g, L.w, 2, &sh, 871, &L.table);
   int32_t keep = c.step.topk[5];
@@ -861,6 +952,7 @@ Suite *hm_test_suite(void) {
   const tl_case tests[] = {
       {"tiny_reuse_ratio2_tp2", tiny_reuse_ratio2_tp2}, {"tiny_reuse_ratio1_tp4", tiny_reuse_ratio1_tp4},
       {"tiny_index_sources", tiny_index_sources},       {"tiny_window_layers", tiny_window_layers},
+      {"tiny_hard_cases", tiny_hard_cases},
       {"tiny_engram_index", tiny_engram_index},         {"full_dims_tp4", full_dims_tp4},
       {"full_dims_tp2", full_dims_tp2},                 {"replays_bit_identical", replays_bit_identical},
       {"replays_first_layer", replays_first_layer},     {"dead_peer_mid_k2", dead_peer_mid_k2},

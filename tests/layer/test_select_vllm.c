@@ -164,7 +164,7 @@ static uint32_t records_vs_vllm(int32_t layer, uint64_t seed, uint32_t *total) {
     snprintf(name, sizeof name, "vllm.qr.%u", s);
     hm_gen_normal(seed, name, (uint64_t)S * c.q_lora, 0, 1, true, qr);
     for (uint32_t t = 0; t < S; t++) slot[t] = pos[t];
-    hm_select_args a = {&c, &w, S, x, qr, pos, slot, t2r, g.in.comp, g.bt, g.in.bt_stride, rpb};
+    hm_select_args a = {&c, &w, S, x, qr, pos, slot, t2r, g.in.comp, g.bt, g.in.bt_stride, rpb, NULL};
     ck_assert_msg(hm_ref_select(st, &a, topk) == HM_OK, "layer %d step %u: %s", layer, s, hm_errmsg());
     for (uint32_t t = 0; t < S; t++) {
       project(wkv, 512, D, x + (size_t)t * D, kv[t]);
@@ -251,9 +251,9 @@ START_TEST(pooling_forms) {
   ck_assert(D <= 1024 && c.q_lora <= 256);
   memcpy(x1, x, sizeof(float) * 2 * D), memcpy(x1 + 2 * D, x, sizeof(float) * D);
   memcpy(qr1, qr, sizeof(float) * 2 * c.q_lora), memcpy(qr1 + 2 * c.q_lora, qr, sizeof(float) * c.q_lora);
-  hm_select_args a1 = {&c, &w, 3, x1, qr1, pos1, pos1, req1, g.in.comp, g.bt, g.in.bt_stride, g.in.comp.block_size};
+  hm_select_args a1 = {&c, &w, 3, x1, qr1, pos1, pos1, req1, g.in.comp, g.bt, g.in.bt_stride, g.in.comp.block_size, NULL};
   hm_select_args a2 = {&c, &w, 1, x + D, qr + c.q_lora, pos2, pos2, req2, g.in.comp, g.bt, g.in.bt_stride,
-                       g.in.comp.block_size};
+                       g.in.comp.block_size, NULL};
   ck_assert_msg(hm_ref_select(st, &a1, topk) == HM_OK, "step 1: %s", hm_errmsg());
   ck_assert_msg(hm_ref_select(st, &a2, topk) == HM_OK, "step 2: %s", hm_errmsg());
   for (int32_t q = 0; q < 2; q++) {
