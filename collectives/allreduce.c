@@ -201,6 +201,8 @@ hm_status hm_ar_record(hm_ar *ar, hm_chain *c, const void *in, void *out, uint32
     if (!r) return hm_fail(HM_ERR_NO_MEMORY, "hm_ar_record: out of memory");
     ar->rec = r, ar->rec_cap = cap;
   }
+  /* each replay is a step of the group: it fails together, as hm_allreduce's do */
+  if ((s = hm_heap_record(ar->h, c, ar->status))) return s;
   void *ka;
   if ((s = hm_kernarg_new(ar->a, &args, sizeof args, &ka))) return s;
   d.kernarg = ka;

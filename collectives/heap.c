@@ -292,7 +292,7 @@ hm_status hm_heap_link(const hm_heap *h, uint32_t *status, uint64_t timeout_ns, 
 }
 
 /* This rank's abort word, through the copy engine (the arena need not be host-mapped). */
-static hm_status read_abort(hm_heap *h, uint32_t *code) {
+hm_status hm_heap_read_abort(hm_heap *h, uint32_t *code) {
   hm_signal none = {0};
   pthread_mutex_lock(&h->lock);
   hm_status s = hm_mem_copy(h->rt, h->stage + 64, h->arena + AR_ABORT_OFF, 4, none);
@@ -304,7 +304,7 @@ static hm_status read_abort(hm_heap *h, uint32_t *code) {
 hm_status hm_heap_check(hm_heap *h) {
   if (!h) return hm_fail(HM_ERR_INVALID_ARG, "hm_heap_check: NULL heap");
   uint32_t code;
-  hm_status s = read_abort(h, &code);
+  hm_status s = hm_heap_read_abort(h, &code);
   if (s) return s;
   if (!code) return HM_OK;
   char why[AR_REASON_BYTES + 200];
@@ -449,7 +449,7 @@ hm_status hm_heap_wait_step(hm_heap *h, hm_queue *q, hm_signal done, uint64_t ti
      * stopped, the launch ends at its next poll, and this wait sees it end. */
     if (h->header && !stopped) {
       uint32_t code = 0;
-      if ((s = compare_steps(h, &stopped)) || (s = read_abort(h, &code))) return s;
+      if ((s = compare_steps(h, &stopped)) || (s = hm_heap_read_abort(h, &code))) return s;
       stopped = stopped || code != 0;
     }
     if (slice < 50000000ull) slice *= 2;

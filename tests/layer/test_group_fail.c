@@ -129,18 +129,22 @@ static void tp2_close(tp2 *t) {
 
 /* Rank 0 steps in a thread; once its kernel is waiting for rank 1's pushes, rank 1 fails on its
  * host. Rank 0 must end within FAST_S of that with HM_ERR_PEER naming rank 1 and `reason`. */
-static void expect_peer_told(tp2 *t, double failed_at, rank_step *r0, pthread_t th, const char *reason) {
-  pthread_join(th, NULL);
-  double after = r0->end - failed_at;
-  ck_assert_msg(r0->st == HM_ERR_PEER, "rank 0: %s: %s", hm_status_name(r0->st), r0->err);
-  ck_assert_msg(strstr(r0->err, "rank 1 failed") && strstr(r0->err, reason), "rank 0 does not name rank 1's %s: %s",
-                reason, r0->err);
+static void expect_told(tp2 *t, double failed_at, hm_status st, const char *err, double end, const char *reason) {
+  double after = end - failed_at;
+  ck_assert_msg(st == HM_ERR_PEER, "rank 0: %s: %s", hm_status_name(st), err);
+  ck_assert_msg(strstr(err, "rank 1 failed") && strstr(err, reason), "rank 0 does not name rank 1's %s: %s", reason,
+                err);
   ck_assert_msg(after < FAST_S, "rank 0 ended %.2f s after rank 1 failed (peer bound %.0f s): %s", after,
-                PEER_NS / 1e9, r0->err);
+                PEER_NS / 1e9, err);
   /* and the group stays failed: the next step is refused at once, with the same root cause */
   ck_assert_int_eq(hm_layer_ffn(t->f[0], t->q[0], &t->b[0].io), HM_ERR_PEER);
   ck_assert_msg(strstr(hm_errmsg(), reason), "%s", hm_errmsg());
-  fprintf(stderr, "rank 0 told %.3f s after rank 1 failed: %s\n", after, r0->err);
+  fprintf(stderr, "rank 0 told %.3f s after rank 1 failed: %s\n", after, err);
+}
+
+static void expect_peer_told(tp2 *t, double failed_at, rank_step *r0, pthread_t th, const char *reason) {
+  pthread_join(th, NULL);
+  expect_told(t, failed_at, r0->st, r0->err, r0->end, reason);
 }
 
 static pthread_t start_rank0(tp2 *t, rank_step *r0) {
@@ -207,6 +211,58 @@ START_TEST(watchdog_names_the_hung_rank) {
   ck_assert_msg(r1.st == HM_ERR_QUEUE_FAULT && strstr(r1.err, "watchdog"), "rank 1: %s: %s", hm_status_name(r1.st),
                 r1.err);
   expect_peer_told(&t, r1.end, &r0, th0, "watchdog");
+  tp2_close(&t);
+  unsetenv("HSAMONO_SIM_WATCHDOG_S");
+  unsetenv("HSAMONO_SIM_HOLD_CTAS");
+}
+END_TEST
+
+/* A rank's replay of a recorded chain, in its own thread. */
+typedef struct {
+  hm_chain *c;
+  hm_status st;
+  char err[1024];
+  double end;
+} rank_replay;
+
+static void *replay_main(void *p) {
+  rank_replay *r = p;
+  r->st = hm_chain_replay(r->c);
+  if (!r->st) r->st = hm_chain_wait(r->c, 600000000000ull);
+  snprintf(r->err, sizeof r->err, "%s", r->st ? hm_errmsg() : "");
+  r->end = now_s();
+  return NULL;
+}
+
+/* A replay whose launch fails on one rank stops the group as a step does: rank 1's recorded FFN
+ * launch hangs (a CTA held back) until its watchdog fails its queue, and rank 0's replay, whose
+ * kernel waits for rank 1's pushes, ends at once naming rank 1's watchdog (it used to wait out the
+ * peer bound, or take rank 1's queue fault for its own). */
+START_TEST(replay_failure_stops_peer) {
+  setenv("HSAMONO_SIM_WATCHDOG_S", "2", 1);
+  setenv("HSAMONO_SIM_HOLD_CTAS", "ffn:1", 1);
+  tp2 t;
+  tp2_open(&t, &bounded, 7700);
+  hm_chain *c[2];
+  for (uint32_t r = 0; r < 2; r++) {
+    /* no step has run: the first launch of kernel ffn is rank 1's replay, whose CTA 1 is held */
+    ck_assert_int_eq(hm_ffn_prepare(t.f[r], 1), HM_OK);
+    ck_assert_int_eq(hm_chain_create(t.q[r], &c[r]), HM_OK);
+    ck_assert_msg(hm_ffn_record(t.f[r], c[r], &t.b[r].io) == HM_OK, "%s", hm_errmsg());
+  }
+  rank_replay r1 = {.c = c[1]}, r0 = {.c = c[0]};
+  pthread_t th1, th0;
+  ck_assert_int_eq(pthread_create(&th1, NULL, replay_main, &r1), 0);
+  usleep(300000);
+  ck_assert_int_eq(pthread_create(&th0, NULL, replay_main, &r0), 0);
+  pthread_join(th1, NULL);
+  pthread_join(th0, NULL);
+  ck_assert_msg(r1.st == HM_ERR_QUEUE_FAULT && strstr(r1.err, "watchdog"), "rank 1: %s: %s", hm_status_name(r1.st),
+                r1.err);
+  expect_told(&t, r1.end, r0.st, r0.err, r0.end, "watchdog");
+  /* a failed group replays nothing */
+  ck_assert_int_eq(hm_chain_replay(c[0]), HM_ERR_PEER);
+  for (uint32_t r = 0; r < 2; r++) hm_chain_destroy(c[r]);
   tp2_close(&t);
   unsetenv("HSAMONO_SIM_WATCHDOG_S");
   unsetenv("HSAMONO_SIM_HOLD_CTAS");
@@ -299,6 +355,7 @@ Suite *hm_test_suite(void) {
       {"step_failure_stops_peer", step_failure_stops_peer},
       {"create_failure_stops_peer", create_failure_stops_peer},
       {"watchdog_names_the_hung_rank", watchdog_names_the_hung_rank},
+      {"replay_failure_stops_peer", replay_failure_stops_peer},
       {"rows_disagree", rows_disagree},
       {"layers_disagree", layers_disagree},
       {"bounds_out_of_order_refused", bounds_out_of_order_refused},
