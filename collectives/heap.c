@@ -374,6 +374,8 @@ static uint64_t header_of(uint32_t n, uint32_t kind, int32_t layer, uint32_t row
          (rows & 0xffffu);
 }
 
+#define KIND_REFUSED 0xfu /* a step this rank refused before its launch; rows: its hm_status */
+
 static void describe_header(uint64_t hd, char *buf, size_t cap) {
   uint32_t kind = (uint32_t)(hd >> 28) & 0xfu, layer1 = (uint32_t)(hd >> 16) & 0xfffu, rows = (uint32_t)hd & 0xffffu;
   const char *k = kind == HM_STEP_FFN ? "an FFN launch step" : kind == HM_STEP_K2 ? "a K2 step" : "a step";
@@ -398,6 +400,31 @@ hm_status hm_heap_step_begin(hm_heap *h, hm_step_kind kind, int32_t layer, uint3
   return s ? s : w;
 }
 
+hm_status hm_heap_step_refused(hm_heap *h, hm_status s) {
+  if (!h || s == HM_OK || s == HM_ERR_PEER || h->tp == 1) return s;
+  char msg[AR_REASON_BYTES];
+  snprintf(msg, sizeof msg, "%s", hm_errmsg());
+  hm_signal none = {0};
+  pthread_mutex_lock(&h->lock);
+  hm_status w = HM_OK;
+  /* the reason first (a peer that sees the header reads it), unless a failure's reason is there */
+  if (!h->failed) {
+    char *out = (char *)h->stage + STAGE_REASON_OUT;
+    memset(out, 0, AR_REASON_BYTES);
+    snprintf(out, AR_REASON_BYTES, "refused its step %u: %.480s", (unsigned)(h->header >> 32) + 1u, msg);
+    w = hm_mem_copy(h->rt, h->arena + AR_REASON_OFF, out, AR_REASON_BYTES, none);
+  }
+  /* the next step's number, not taken: the step this rank will launch next is still that one */
+  uint64_t hd = header_of((uint32_t)(h->header >> 32) + 1u, KIND_REFUSED, -1, (uint32_t)s);
+  memcpy(h->stage + 98, &hd, 8);
+  for (unsigned r = 0; r < h->tp && !w; r++)
+    if (r != h->rank) w = hm_mem_copy(h->rt, h->peer[r] + AR_HEADERS_OFF + 8u * h->rank, h->stage + 98, 8, none);
+  pthread_mutex_unlock(&h->lock);
+  if (w) hm_log(HM_LOG_ERROR, "heap (rank %u of %u): could not tell the peers of a refused step: %s", h->rank, h->tp,
+                hm_errmsg());
+  return hm_fail(s, "%s", msg);
+}
+
 /* Stop the group (*stopped) if a peer's current step has this rank's number and another shape. */
 static hm_status compare_steps(hm_heap *h, bool *stopped) {
   hm_signal none = {0};
@@ -412,12 +439,19 @@ static hm_status compare_steps(hm_heap *h, bool *stopped) {
     while (r < h->tp && (r == h->rank || t[r] >> 32 != h->header >> 32 || t[r] == h->header)) r++;
     if (s || r == h->tp) return s;
     if (look == 0) continue; /* seen once: look again, a copy racing that peer's next header */
+    *stopped = true;
+    if ((uint32_t)(t[r] >> 28 & 0xfu) == KIND_REFUSED) {
+      /* the peer refused the step this rank launched: it names itself and its reason */
+      pthread_mutex_lock(&h->lock);
+      s = set_abort_words(h, AR_STATUS(AR_ERR_FAILED, r + 1u, (uint32_t)t[r] & 0xffffu));
+      pthread_mutex_unlock(&h->lock);
+      return s;
+    }
     char a[96], b[96], msg[400];
     describe_header(t[r], a, sizeof a);
     describe_header(h->header, b, sizeof b);
     snprintf(msg, sizeof msg, "rank %u's step %u is %s, rank %u's is %s (every rank must make the same steps)", r,
              (unsigned)(h->header >> 32), a, h->rank, b);
-    *stopped = true;
     return stop_group(h, AR_STATUS(AR_ERR_STEP, h->rank + 1u, 0u), msg);
   }
   return s;

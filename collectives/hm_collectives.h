@@ -120,6 +120,13 @@ hm_status hm_heap_fail(hm_heap *h, hm_status s, const char *reason);
  * for pushes laid out for another step (or, rows coinciding, reading them). */
 typedef enum hm_step_kind { HM_STEP_FFN = 1, HM_STEP_K2 = 2 } hm_step_kind;
 hm_status hm_heap_step_begin(hm_heap *h, hm_step_kind kind, int32_t layer, uint32_t rows);
+/* A step this rank refuses before its launch (s, hm_errmsg() its reason: a bad tensor, rows out of
+ * range) while its peers may be making it: the reason goes into this rank's arena and its next
+ * step's header says "refused", without taking the step's number. A peer whose launch of that
+ * step waits for this rank sees it and stops the group at once: it returns HM_ERR_PEER "rank R
+ * failed (HM_ERR_...): refused its step n: reason". Ranks that all refuse alike launch nothing,
+ * and the group stays up. Returns s with the message kept (HM_ERR_PEER and tp 1: nothing done). */
+hm_status hm_heap_step_refused(hm_heap *h, hm_status s);
 /* Wait up to timeout_ns for a launch on q, the heap's agent's, to end (its completion signal
  * below 1), comparing the step headers while it runs (a disagreement stops the group; the launch
  * then ends at its next poll). A fault is reported only when it is q's: another rank's queue

@@ -344,7 +344,8 @@ hm_status hm_ffn_append(hm_ffn *f, hm_chain *c, enum ffn_step step, uint32_t row
 hm_status hm_layer_ffn(hm_ffn *f, hm_queue *q, const hm_ffn_io *io) {
   if (!f || !io) return hm_fail(HM_ERR_INVALID_ARG, "FFN step: NULL argument");
   hm_status s;
-  if ((s = hm_ffn_check_io(f, io, FFN_STEP_FFN))) return s;
+  /* refused on this rank alone, the peers' launches would wait for it: they learn at once */
+  if ((s = hm_ffn_check_io(f, io, FFN_STEP_FFN))) return hm_heap_step_refused(f->heap, s);
   return hm_ffn_launch(f, q, FFN_STEP_FFN, io->rows, fill_ffn, io);
 }
 

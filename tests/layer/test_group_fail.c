@@ -172,6 +172,58 @@ START_TEST(step_failure_stops_peer) {
 }
 END_TEST
 
+/* A rank that refuses a step before its launch, its peer launching it: a malloc'd out, then (a new
+ * group) rows out of range. Each rank checks only its own inputs, so the peer used to wait out the
+ * peer bound for pushes that never came; the refusal now tells it at once, naming the rank, the
+ * step and the reason. */
+START_TEST(refusal_stops_peer) {
+  for (int variant = 0; variant < 2; variant++) {
+    tp2 t;
+    tp2_open(&t, &bounded, 7800 + (uint64_t)variant);
+    rank_step r0;
+    pthread_t th = start_rank0(&t, &r0);
+    hm_ffn_io io = t.b[1].io;
+    void *plain = NULL;
+    if (variant == 0) io.out = plain = calloc(1, 2 * 4096 * 2);
+    else io.rows = 49;
+    hm_status want = variant == 0 ? HM_ERR_INVALID_ARG : HM_ERR_REFUSED;
+    ck_assert_int_eq(hm_layer_ffn(t.f[1], t.q[1], &io), want);
+    double failed_at = now_s();
+    /* the refusing rank's own answer is its own reason, unchanged */
+    ck_assert_msg(strstr(hm_errmsg(), variant == 0 ? ": out " : "49 rows") && !strstr(hm_errmsg(), "refused its step"),
+                  "%s", hm_errmsg());
+    expect_peer_told(&t, failed_at, &r0, th, variant == 0 ? "refused its step 1: FFN step: out " : "49 rows");
+    free(plain);
+    tp2_close(&t);
+  }
+}
+END_TEST
+
+/* Ranks that refuse the same step alike launch nothing: the group stays up, and the next step
+ * (the same number on both) runs. */
+START_TEST(refused_alike_keeps_group) {
+  tp2 t;
+  tp2_open(&t, &bounded, 7900);
+  rank_step rs[2];
+  hm_ffn_io io[2];
+  pthread_t th[2];
+  for (int round = 0; round < 2; round++) {
+    for (uint32_t r = 0; r < 2; r++) {
+      io[r] = t.b[r].io;
+      if (round == 0) io[r].rows = 49;
+      rs[r] = (rank_step){.f = t.f[r], .q = t.q[r], .io = &io[r]};
+      ck_assert_int_eq(pthread_create(&th[r], NULL, step_main, &rs[r]), 0);
+    }
+    for (uint32_t r = 0; r < 2; r++) pthread_join(th[r], NULL);
+    for (uint32_t r = 0; r < 2; r++)
+      ck_assert_msg(rs[r].st == (round == 0 ? HM_ERR_REFUSED : HM_OK), "round %d rank %u: %s: %s", round, r,
+                    hm_status_name(rs[r].st), rs[r].err);
+  }
+  for (uint32_t r = 0; r < 2; r++) ck_assert_int_eq(hm_heap_check(t.h[r]), HM_OK);
+  tp2_close(&t);
+}
+END_TEST
+
 /* A rank whose create fails (here: another rank's weights) stops the group: a peer already in its
  * step ends at once, naming it, instead of waiting for pushes that will never come. */
 START_TEST(create_failure_stops_peer) {
@@ -356,6 +408,8 @@ Suite *hm_test_suite(void) {
       {"create_failure_stops_peer", create_failure_stops_peer},
       {"watchdog_names_the_hung_rank", watchdog_names_the_hung_rank},
       {"replay_failure_stops_peer", replay_failure_stops_peer},
+      {"refusal_stops_peer", refusal_stops_peer},
+      {"refused_alike_keeps_group", refused_alike_keeps_group},
       {"rows_disagree", rows_disagree},
       {"layers_disagree", layers_disagree},
       {"bounds_out_of_order_refused", bounds_out_of_order_refused},
