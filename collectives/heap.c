@@ -378,7 +378,8 @@ static uint64_t header_of(uint32_t n, uint32_t kind, int32_t layer, uint32_t row
 
 static void describe_header(uint64_t hd, char *buf, size_t cap) {
   uint32_t kind = (uint32_t)(hd >> 28) & 0xfu, layer1 = (uint32_t)(hd >> 16) & 0xfffu, rows = (uint32_t)hd & 0xffffu;
-  const char *k = kind == HM_STEP_FFN ? "an FFN launch step" : kind == HM_STEP_K2 ? "a K2 step" : "a step";
+  const char *k = kind == HM_STEP_FFN ? "an FFN launch step" : kind == HM_STEP_K2 ? "a K2 step"
+                  : kind == HM_STEP_ALLREDUCE ? "an all-reduce" : "a step";
   if (layer1) snprintf(buf, cap, "%s of layer %u, %u rows", k, layer1 - 1, rows);
   else snprintf(buf, cap, "%s of %u rows", k, rows);
 }

@@ -384,6 +384,55 @@ START_TEST(layers_disagree) {
 }
 END_TEST
 
+/* A rank's standalone all-reduce step and its wait, in its own thread. */
+typedef struct {
+  hm_ar *ar;
+  hm_queue *q;
+  void *buf;
+  uint32_t rows;
+  hm_status st;
+  char err[1024];
+  double end;
+} rank_ar;
+
+static void *ar_main(void *p) {
+  rank_ar *r = p;
+  r->st = hm_allreduce(r->ar, r->q, r->buf, r->buf, r->rows);
+  if (!r->st) r->st = hm_ar_wait(r->ar, 600000000000ull);
+  snprintf(r->err, sizeof r->err, "%s", r->st ? hm_errmsg() : "");
+  r->end = now_s();
+  return NULL;
+}
+
+/* The standalone all-reduce carries the step header too: rank 0 reduces 2 rows, rank 1 one. Rank 1
+ * read rank 0's first row and returned HM_OK with it, rank 0 waited out the peer bound for a
+ * second row; both now fail at once naming both steps. */
+START_TEST(allreduce_rows_disagree) {
+  tp2 t;
+  tp2_open(&t, &bounded, 8000);
+  const hm_ar_config ac = {.width = 64, .max_rows = 2, .timeout_ns = PEER_NS};
+  rank_ar ra[2];
+  pthread_t th[2];
+  double t0 = now_s();
+  for (uint32_t r = 0; r < 2; r++) {
+    ra[r] = (rank_ar){.q = t.q[r], .buf = t.b[r].buf[1], .rows = r == 0 ? 2 : 1};
+    ck_assert_msg(hm_ar_create(t.h[r], &ac, &ra[r].ar) == HM_OK, "%s", hm_errmsg());
+  }
+  for (uint32_t r = 0; r < 2; r++) ck_assert_int_eq(pthread_create(&th[r], NULL, ar_main, &ra[r]), 0);
+  for (uint32_t r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  for (uint32_t r = 0; r < 2; r++) {
+    ck_assert_msg(ra[r].st == HM_ERR_PEER && strstr(ra[r].err, "steps disagree") &&
+                      strstr(ra[r].err, "an all-reduce of 2 rows") && strstr(ra[r].err, "an all-reduce of 1 rows"),
+                  "rank %u: %s: %s", r, hm_status_name(ra[r].st), ra[r].err);
+    ck_assert_msg(ra[r].end - t0 < FAST_S, "rank %u ended after %.2f s: %s", r, ra[r].end - t0, ra[r].err);
+  }
+  fprintf(stderr, "both ranks told within %.3f s: %s\n", (ra[0].end > ra[1].end ? ra[0].end : ra[1].end) - t0,
+          ra[0].err);
+  for (uint32_t r = 0; r < 2; r++) ck_assert_int_eq(hm_ar_destroy(ra[r].ar), HM_OK);
+  tp2_close(&t);
+}
+END_TEST
+
 /* The bounds must be ordered so the first to expire names the root cause. */
 START_TEST(bounds_out_of_order_refused) {
   tp2 t;
@@ -410,6 +459,7 @@ Suite *hm_test_suite(void) {
       {"replay_failure_stops_peer", replay_failure_stops_peer},
       {"refusal_stops_peer", refusal_stops_peer},
       {"refused_alike_keeps_group", refused_alike_keeps_group},
+      {"allreduce_rows_disagree", allreduce_rows_disagree},
       {"rows_disagree", rows_disagree},
       {"layers_disagree", layers_disagree},
       {"bounds_out_of_order_refused", bounds_out_of_order_refused},
