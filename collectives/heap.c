@@ -333,18 +333,23 @@ hm_status hm_heap_abort(hm_heap *h) {
   return s;
 }
 
+/* This rank's words into its arena, where a peer naming it reads them (prefix, then msg, cut to
+ * one reason's bytes). Caller holds the lock. */
+static hm_status write_reason(hm_heap *h, const char *prefix, const char *msg) {
+  hm_signal none = {0};
+  char *out = (char *)h->stage + STAGE_REASON_OUT;
+  memset(out, 0, AR_REASON_BYTES);
+  snprintf(out, AR_REASON_BYTES, "%s%.*s", prefix, (int)(AR_REASON_BYTES - 1), msg);
+  return hm_mem_copy(h->rt, h->arena + AR_REASON_OFF, out, AR_REASON_BYTES, none);
+}
+
 /* Stop the group with `code`, this rank's words `msg` going first into its arena (once: the first
  * reason stays with the first cause). */
 static hm_status stop_group(hm_heap *h, uint32_t code, const char *msg) {
-  hm_signal none = {0};
   pthread_mutex_lock(&h->lock);
   hm_status w = HM_OK;
   if (!h->failed) {
-    char *out = (char *)h->stage + STAGE_REASON_OUT;
-    memset(out, 0, AR_REASON_BYTES);
-    size_t n = strlen(msg);
-    memcpy(out, msg, n < AR_REASON_BYTES - 1 ? n : AR_REASON_BYTES - 1);
-    w = hm_mem_copy(h->rt, h->arena + AR_REASON_OFF, out, AR_REASON_BYTES, none);
+    w = write_reason(h, "", msg);
     h->failed = true;
   }
   if (!w) w = set_abort_words(h, code);
@@ -406,15 +411,11 @@ hm_status hm_heap_step_refused(hm_heap *h, hm_status s) {
   char msg[AR_REASON_BYTES];
   snprintf(msg, sizeof msg, "%s", hm_errmsg());
   hm_signal none = {0};
+  char prefix[40];
+  snprintf(prefix, sizeof prefix, "refused its step %u: ", (unsigned)(h->header >> 32) + 1u);
   pthread_mutex_lock(&h->lock);
-  hm_status w = HM_OK;
   /* the reason first (a peer that sees the header reads it), unless a failure's reason is there */
-  if (!h->failed) {
-    char *out = (char *)h->stage + STAGE_REASON_OUT;
-    memset(out, 0, AR_REASON_BYTES);
-    snprintf(out, AR_REASON_BYTES, "refused its step %u: %.480s", (unsigned)(h->header >> 32) + 1u, msg);
-    w = hm_mem_copy(h->rt, h->arena + AR_REASON_OFF, out, AR_REASON_BYTES, none);
-  }
+  hm_status w = h->failed ? HM_OK : write_reason(h, prefix, msg);
   /* the next step's number, not taken: the step this rank will launch next is still that one */
   uint64_t hd = header_of((uint32_t)(h->header >> 32) + 1u, KIND_REFUSED, -1, (uint32_t)s);
   memcpy(h->stage + 98, &hd, 8);
