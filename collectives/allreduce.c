@@ -162,9 +162,10 @@ hm_status hm_allreduce(hm_ar *ar, hm_queue *q, const void *in, void *out, uint32
     return hm_fail(HM_ERR_INVALID_ARG, "hm_allreduce: every step of an all-reduce goes to the queue of its first step");
   struct ar_allreduce_args args;
   hm_dispatch d;
-  hm_status s = prepare(ar, "hm_allreduce", in, out, rows, &args, &d);
-  if (s) return s;
+  hm_status s;
   if ((s = hm_ar_status(ar))) return s; /* a failed group takes no more steps */
+  /* refused on this rank alone, the peers' launches would wait for it: they learn at once */
+  if ((s = prepare(ar, "hm_allreduce", in, out, rows, &args, &d))) return hm_heap_step_refused(ar->h, s);
   unsigned i = ar->next;
   if (ar->used[i]) {
     /* the step that used this slot SLOTS steps ago: long done unless the group is stuck, and
@@ -177,6 +178,8 @@ hm_status hm_allreduce(hm_ar *ar, hm_queue *q, const void *in, void *out, uint32
   memcpy(ka, &args, sizeof args);
   d.kernarg = ka;
   d.completion = ar->sig[i];
+  /* the step's header, which the peers compare with theirs while they wait (hm_ar_wait) */
+  if ((s = hm_heap_step_begin(ar->h, HM_STEP_ALLREDUCE, -1, rows))) return hm_heap_fail(ar->h, s, NULL);
   hm_signal_store(ar->rt, ar->sig[i], 1);
   if ((s = hm_queue_dispatch(q, &d, 1))) {
     hm_signal_store(ar->rt, ar->sig[i], 0);
@@ -201,6 +204,8 @@ hm_status hm_ar_record(hm_ar *ar, hm_chain *c, const void *in, void *out, uint32
     if (!r) return hm_fail(HM_ERR_NO_MEMORY, "hm_ar_record: out of memory");
     ar->rec = r, ar->rec_cap = cap;
   }
+  /* each replay is a step of the group: it fails together, as hm_allreduce's do */
+  if ((s = hm_heap_record(ar->h, c, ar->status))) return s;
   void *ka;
   if ((s = hm_kernarg_new(ar->a, &args, sizeof args, &ka))) return s;
   d.kernarg = ka;
@@ -217,7 +222,10 @@ hm_status hm_ar_wait(hm_ar *ar, uint64_t timeout_ns) {
   uint64_t deadline = hm_coll_now_ns() + timeout_ns;
   for (unsigned i = 0; i < SLOTS; i++) {
     if (!ar->used[i]) continue;
-    hm_status s = hm_signal_wait(ar->rt, ar->sig[i], HM_WAIT_EQ, 0, hm_coll_left(deadline), false, NULL);
+    /* the peers' headers compared while it runs and once it has ended: a disagreement stops
+     * the group, and the launch ends at its next poll */
+    hm_status s = hm_heap_wait_step(ar->h, ar->q, ar->sig[i], hm_coll_left(deadline));
+    if (s == HM_ERR_PEER) return __atomic_load_n(ar->status, __ATOMIC_ACQUIRE) ? hm_ar_status(ar) : s;
     /* a fault of this rank's launch (or its wait's end) stops the group, so the peers end now */
     if (s) return hm_heap_fail(ar->h, hm_fail_prefix(s, "hm_ar_wait (rank %u of %u)", ar->h->rank, ar->h->tp), NULL);
   }

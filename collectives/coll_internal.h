@@ -26,6 +26,9 @@ struct hm_heap {
   hm_signal copies;               /* counts down the header's copies into every arena */
 };
 
+/* This rank's abort word (0: the group is up), read through the copy engine. */
+hm_status hm_heap_read_abort(hm_heap *h, uint32_t *code);
+
 static inline uint64_t hm_coll_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -292,7 +292,7 @@ hm_status hm_heap_link(const hm_heap *h, uint32_t *status, uint64_t timeout_ns, 
 }
 
 /* This rank's abort word, through the copy engine (the arena need not be host-mapped). */
-static hm_status read_abort(hm_heap *h, uint32_t *code) {
+hm_status hm_heap_read_abort(hm_heap *h, uint32_t *code) {
   hm_signal none = {0};
   pthread_mutex_lock(&h->lock);
   hm_status s = hm_mem_copy(h->rt, h->stage + 64, h->arena + AR_ABORT_OFF, 4, none);
@@ -304,7 +304,7 @@ static hm_status read_abort(hm_heap *h, uint32_t *code) {
 hm_status hm_heap_check(hm_heap *h) {
   if (!h) return hm_fail(HM_ERR_INVALID_ARG, "hm_heap_check: NULL heap");
   uint32_t code;
-  hm_status s = read_abort(h, &code);
+  hm_status s = hm_heap_read_abort(h, &code);
   if (s) return s;
   if (!code) return HM_OK;
   char why[AR_REASON_BYTES + 200];
@@ -333,18 +333,23 @@ hm_status hm_heap_abort(hm_heap *h) {
   return s;
 }
 
+/* This rank's words into its arena, where a peer naming it reads them (prefix, then msg, cut to
+ * one reason's bytes). Caller holds the lock. */
+static hm_status write_reason(hm_heap *h, const char *prefix, const char *msg) {
+  hm_signal none = {0};
+  char *out = (char *)h->stage + STAGE_REASON_OUT;
+  memset(out, 0, AR_REASON_BYTES);
+  snprintf(out, AR_REASON_BYTES, "%s%.*s", prefix, (int)(AR_REASON_BYTES - 1), msg);
+  return hm_mem_copy(h->rt, h->arena + AR_REASON_OFF, out, AR_REASON_BYTES, none);
+}
+
 /* Stop the group with `code`, this rank's words `msg` going first into its arena (once: the first
  * reason stays with the first cause). */
 static hm_status stop_group(hm_heap *h, uint32_t code, const char *msg) {
-  hm_signal none = {0};
   pthread_mutex_lock(&h->lock);
   hm_status w = HM_OK;
   if (!h->failed) {
-    char *out = (char *)h->stage + STAGE_REASON_OUT;
-    memset(out, 0, AR_REASON_BYTES);
-    size_t n = strlen(msg);
-    memcpy(out, msg, n < AR_REASON_BYTES - 1 ? n : AR_REASON_BYTES - 1);
-    w = hm_mem_copy(h->rt, h->arena + AR_REASON_OFF, out, AR_REASON_BYTES, none);
+    w = write_reason(h, "", msg);
     h->failed = true;
   }
   if (!w) w = set_abort_words(h, code);
@@ -374,9 +379,12 @@ static uint64_t header_of(uint32_t n, uint32_t kind, int32_t layer, uint32_t row
          (rows & 0xffffu);
 }
 
+#define KIND_REFUSED 0xfu /* a step this rank refused before its launch; rows: its hm_status */
+
 static void describe_header(uint64_t hd, char *buf, size_t cap) {
   uint32_t kind = (uint32_t)(hd >> 28) & 0xfu, layer1 = (uint32_t)(hd >> 16) & 0xfffu, rows = (uint32_t)hd & 0xffffu;
-  const char *k = kind == HM_STEP_FFN ? "an FFN launch step" : kind == HM_STEP_K2 ? "a K2 step" : "a step";
+  const char *k = kind == HM_STEP_FFN ? "an FFN launch step" : kind == HM_STEP_K2 ? "a K2 step"
+                  : kind == HM_STEP_ALLREDUCE ? "an all-reduce" : "a step";
   if (layer1) snprintf(buf, cap, "%s of layer %u, %u rows", k, layer1 - 1, rows);
   else snprintf(buf, cap, "%s of %u rows", k, rows);
 }
@@ -398,6 +406,27 @@ hm_status hm_heap_step_begin(hm_heap *h, hm_step_kind kind, int32_t layer, uint3
   return s ? s : w;
 }
 
+hm_status hm_heap_step_refused(hm_heap *h, hm_status s) {
+  if (!h || s == HM_OK || s == HM_ERR_PEER || h->tp == 1) return s;
+  char msg[AR_REASON_BYTES];
+  snprintf(msg, sizeof msg, "%s", hm_errmsg());
+  hm_signal none = {0};
+  char prefix[40];
+  snprintf(prefix, sizeof prefix, "refused its step %u: ", (unsigned)(h->header >> 32) + 1u);
+  pthread_mutex_lock(&h->lock);
+  /* the reason first (a peer that sees the header reads it), unless a failure's reason is there */
+  hm_status w = h->failed ? HM_OK : write_reason(h, prefix, msg);
+  /* the next step's number, not taken: the step this rank will launch next is still that one */
+  uint64_t hd = header_of((uint32_t)(h->header >> 32) + 1u, KIND_REFUSED, -1, (uint32_t)s);
+  memcpy(h->stage + 98, &hd, 8);
+  for (unsigned r = 0; r < h->tp && !w; r++)
+    if (r != h->rank) w = hm_mem_copy(h->rt, h->peer[r] + AR_HEADERS_OFF + 8u * h->rank, h->stage + 98, 8, none);
+  pthread_mutex_unlock(&h->lock);
+  if (w) hm_log(HM_LOG_ERROR, "heap (rank %u of %u): could not tell the peers of a refused step: %s", h->rank, h->tp,
+                hm_errmsg());
+  return hm_fail(s, "%s", msg);
+}
+
 /* Stop the group (*stopped) if a peer's current step has this rank's number and another shape. */
 static hm_status compare_steps(hm_heap *h, bool *stopped) {
   hm_signal none = {0};
@@ -412,12 +441,19 @@ static hm_status compare_steps(hm_heap *h, bool *stopped) {
     while (r < h->tp && (r == h->rank || t[r] >> 32 != h->header >> 32 || t[r] == h->header)) r++;
     if (s || r == h->tp) return s;
     if (look == 0) continue; /* seen once: look again, a copy racing that peer's next header */
+    *stopped = true;
+    if ((uint32_t)(t[r] >> 28 & 0xfu) == KIND_REFUSED) {
+      /* the peer refused the step this rank launched: it names itself and its reason */
+      pthread_mutex_lock(&h->lock);
+      s = set_abort_words(h, AR_STATUS(AR_ERR_FAILED, r + 1u, (uint32_t)t[r] & 0xffffu));
+      pthread_mutex_unlock(&h->lock);
+      return s;
+    }
     char a[96], b[96], msg[400];
     describe_header(t[r], a, sizeof a);
     describe_header(h->header, b, sizeof b);
     snprintf(msg, sizeof msg, "rank %u's step %u is %s, rank %u's is %s (every rank must make the same steps)", r,
              (unsigned)(h->header >> 32), a, h->rank, b);
-    *stopped = true;
     return stop_group(h, AR_STATUS(AR_ERR_STEP, h->rank + 1u, 0u), msg);
   }
   return s;
@@ -449,7 +485,7 @@ hm_status hm_heap_wait_step(hm_heap *h, hm_queue *q, hm_signal done, uint64_t ti
      * stopped, the launch ends at its next poll, and this wait sees it end. */
     if (h->header && !stopped) {
       uint32_t code = 0;
-      if ((s = compare_steps(h, &stopped)) || (s = read_abort(h, &code))) return s;
+      if ((s = compare_steps(h, &stopped)) || (s = hm_heap_read_abort(h, &code))) return s;
       stopped = stopped || code != 0;
     }
     if (slice < 50000000ull) slice *= 2;

@@ -118,13 +118,27 @@ hm_status hm_heap_fail(hm_heap *h, hm_status s, const char *reason);
  * its peers' headers, and a peer whose n-th step is another kind, layer or rows stops the group
  * at once: every rank returns HM_ERR_PEER naming both steps, instead of waiting out the peer bound
  * for pushes laid out for another step (or, rows coinciding, reading them). */
-typedef enum hm_step_kind { HM_STEP_FFN = 1, HM_STEP_K2 = 2 } hm_step_kind;
+typedef enum hm_step_kind { HM_STEP_FFN = 1, HM_STEP_K2 = 2, HM_STEP_ALLREDUCE = 3 } hm_step_kind;
 hm_status hm_heap_step_begin(hm_heap *h, hm_step_kind kind, int32_t layer, uint32_t rows);
+/* A step this rank refuses before its launch (s, hm_errmsg() its reason: a bad tensor, rows out of
+ * range) while its peers may be making it: the reason goes into this rank's arena and its next
+ * step's header says "refused", without taking the step's number. A peer whose launch of that
+ * step waits for this rank sees it and stops the group at once: it returns HM_ERR_PEER "rank R
+ * failed (HM_ERR_...): refused its step n: reason". Ranks that all refuse alike launch nothing,
+ * and the group stays up. Returns s with the message kept (HM_ERR_PEER and tp 1: nothing done). */
+hm_status hm_heap_step_refused(hm_heap *h, hm_status s);
 /* Wait up to timeout_ns for a launch on q, the heap's agent's, to end (its completion signal
  * below 1), comparing the step headers while it runs (a disagreement stops the group; the launch
  * then ends at its next poll). A fault is reported only when it is q's: another rank's queue
  * (ranks as threads of one runtime) is that rank's to report. */
 hm_status hm_heap_wait_step(hm_heap *h, hm_queue *q, hm_signal done, uint64_t timeout_ns);
+
+/* A launch of this heap's recorded into chain c (by hm_ffn_record, hm_k2_record, hm_layer_record,
+ * hm_ar_record), `status` its status word: every replay of c is then a step of the group. A replay
+ * is refused once the group has failed; a replay or wait that fails on this rank (its queue's
+ * fault, the wait's bound) stops the group with its reason, so the peers' replays end at once; a
+ * replay that a peer's failure ended makes hm_chain_wait return HM_ERR_PEER with that peer's reason. */
+hm_status hm_heap_record(hm_heap *h, hm_chain *c, const uint32_t *status);
 
 /* One line for a status or abort word a launch reported (kernels/ar_args.h's encoding), with the
  * failed rank's own reason when one stopped the group: for the runners of kernels that link to
@@ -156,7 +170,10 @@ hm_status hm_allreduce(hm_ar *ar, hm_queue *q, const void *in, void *out, uint32
 /* The same step added to a recorded chain of the heap's agent (hm_chain_*): a replay runs it again
  * with the same addresses; the epoch on the device gives every replay its own tags. */
 hm_status hm_ar_record(hm_ar *ar, hm_chain *c, const void *in, void *out, uint32_t rows);
-/* Wait until every step enqueued by hm_allreduce has completed; then hm_ar_status. */
+/* Wait until every step enqueued by hm_allreduce has completed; then hm_ar_status. Each step
+ * publishes its header (hm_heap_step_begin: an all-reduce of `rows`) as it is enqueued, and this
+ * wait compares the peers' latest headers with this rank's latest, so ranks whose latest steps
+ * disagree (another row count, an FFN step against an all-reduce) fail at once naming both. */
 hm_status hm_ar_wait(hm_ar *ar, uint64_t timeout_ns);
 /* HM_OK, or HM_ERR_PEER with what the launches reported (which rank was waited for in vain). */
 hm_status hm_ar_status(const hm_ar *ar);

@@ -233,8 +233,24 @@ hm_status hm_kernarg_new(hm_agent *a, const void *args, size_t n, void **out);
 hm_status hm_chain_create(hm_queue *q, hm_chain **out);
 hm_status hm_chain_add_dispatch(hm_chain *c, const hm_dispatch *d);
 hm_status hm_chain_add_barrier(hm_chain *c, const hm_barrier_pkt *b);
+/* A fault of this chain's queue is the replay's (another queue's is its own user's to report). */
 hm_status hm_chain_replay(hm_chain *c);
 hm_status hm_chain_wait(hm_chain *c, uint64_t timeout_ns);
+/* A chain's watchers: what recorded a step whose failure is more than this queue's (a group's
+ * heap, whose peers wait on this rank's launches) hooks into every replay. replay runs before the
+ * doorbell (non-OK: nothing is replayed, that status returned); poll runs between hm_chain_wait's
+ * slices (non-OK ends the wait with it); done gets the replay's or the wait's status and returns the
+ * chain's answer (it may turn HM_OK into a peer's failure, or stop the group on this rank's own);
+ * release runs once, at hm_chain_destroy. Each may be NULL. One watcher a (hooks, key) pair:
+ * hm_chain_watcher finds it, hm_chain_watch adds it (at record time: not on the step path). */
+typedef struct hm_chain_hooks {
+  hm_status (*replay)(void *ctx);
+  hm_status (*poll)(void *ctx);
+  hm_status (*done)(void *ctx, hm_status s);
+  void (*release)(void *ctx);
+} hm_chain_hooks;
+void *hm_chain_watcher(const hm_chain *c, const hm_chain_hooks *hooks, const void *key);
+hm_status hm_chain_watch(hm_chain *c, const hm_chain_hooks *hooks, const void *key, void *ctx);
 /* how many of the last replay's packets needed their whole body written (0 when only headers) */
 unsigned hm_chain_last_full_writes(const hm_chain *c);
 /* A chain holds its queue, the runtime and every kernel-argument allocation it recorded (whose

@@ -15,6 +15,12 @@ struct hm_chain {
   uint64_t id;
   uint32_t version;                   /* bumped whenever a recorded packet changes */
   unsigned last_full;
+  struct watcher {
+    const hm_chain_hooks *hooks;
+    const void *key;
+    void *ctx;
+  } *watch;                           /* hm_chain_watch: who must hear of each replay */
+  unsigned nwatch;
 };
 
 static _Atomic uint64_t next_chain_id = 1;
@@ -103,15 +109,48 @@ hm_status hm_chain_add_barrier(hm_chain *c, const hm_barrier_pkt *b) {
   return HM_OK;
 }
 
+void *hm_chain_watcher(const hm_chain *c, const hm_chain_hooks *hooks, const void *key) {
+  for (unsigned i = 0; c && i < c->nwatch; i++)
+    if (c->watch[i].hooks == hooks && c->watch[i].key == key) return c->watch[i].ctx;
+  return NULL;
+}
+
+hm_status hm_chain_watch(hm_chain *c, const hm_chain_hooks *hooks, const void *key, void *ctx) {
+  if (!c || !hooks) return hm_fail(HM_ERR_INVALID_ARG, "hm_chain_watch: NULL argument");
+  if (hm_chain_watcher(c, hooks, key)) return hm_fail(HM_ERR_INVALID_ARG, "hm_chain_watch: watched already");
+  struct watcher *w = realloc(c->watch, (c->nwatch + 1) * sizeof *w);
+  if (!w) return hm_fail(HM_ERR_NO_MEMORY, "hm_chain_watch: out of memory");
+  c->watch = w;
+  c->watch[c->nwatch++] = (struct watcher){hooks, key, ctx};
+  return HM_OK;
+}
+
+/* Every watcher's answer to the replay's or wait's status s, in order: the first non-OK stays. */
+static hm_status settle(hm_chain *c, hm_status s) {
+  for (unsigned i = 0; i < c->nwatch; i++)
+    if (c->watch[i].hooks->done) {
+      hm_status w = c->watch[i].hooks->done(c->watch[i].ctx, s);
+      if (!s) s = w;
+    }
+  return s;
+}
+
+/* This chain's queue's fault, if it has one (hm_queue_status reports it). */
+static hm_status own_fault(hm_queue *q) { return atomic_load(&q->fault_status) ? hm_queue_status(q) : HM_OK; }
+
 hm_status hm_chain_replay(hm_chain *c) {
   if (!c) return hm_fail(HM_ERR_INVALID_ARG, "hm_chain_replay: NULL chain");
   if (c->n == 0) return hm_fail(HM_ERR_INVALID_ARG, "hm_chain_replay: empty chain");
   hm_queue *q = c->q;
-  hm_status s = hm_rt_take_fault(q->rt);
-  if (s) return s;
+  /* only this queue's fault: with ranks as threads of one runtime, another rank's queue fault
+   * is that rank's to report (and its host stops the group) */
+  hm_status s = own_fault(q);
+  if (s) return settle(c, s);
+  for (unsigned i = 0; i < c->nwatch; i++)
+    if (c->watch[i].hooks->replay && (s = c->watch[i].hooks->replay(c->watch[i].ctx))) return s;
   hm_signal_store(q->rt, c->done, 1);
   uint64_t first;
-  if ((s = hm_queue_reserve(q, c->n, &first))) return s;
+  if ((s = hm_queue_reserve(q, c->n, &first))) return settle(c, s);
   unsigned full = 0;
   for (unsigned i = 0; i < c->n; i++) {
     uint32_t slot = (uint32_t)((first + i) & q->mask);
@@ -131,9 +170,20 @@ hm_status hm_chain_replay(hm_chain *c) {
 
 hm_status hm_chain_wait(hm_chain *c, uint64_t timeout_ns) {
   if (!c) return hm_fail(HM_ERR_INVALID_ARG, "hm_chain_wait: NULL chain");
-  hm_status s = hm_signal_wait(c->q->rt, c->done, HM_WAIT_LT, 1, timeout_ns, false, NULL);
-  if (s == HM_ERR_TIMEOUT && hm_queue_status(c->q)) return HM_ERR_QUEUE_FAULT;
-  return s;
+  /* slices of 5 .. 50 ms: a fault of this queue ends the wait, another queue's does not (its
+   * user reports it), and the watchers look at the group between slices */
+  uint64_t start = hm_now_ns(), slice = 5000000ull;
+  for (;;) {
+    uint64_t spent = hm_now_ns() - start, left = spent < timeout_ns ? timeout_ns - spent : 0;
+    hm_status s = hm_signal_wait(c->q->rt, c->done, HM_WAIT_LT, 1, left < slice ? left : slice, false, NULL);
+    if (s == HM_OK) return settle(c, HM_OK);
+    if (s != HM_ERR_TIMEOUT && s != HM_ERR_QUEUE_FAULT) return settle(c, s);
+    if ((s = own_fault(c->q))) return settle(c, s);
+    if (!left) return settle(c, hm_fail_prefix(HM_ERR_TIMEOUT, "hm_chain_wait"));
+    for (unsigned i = 0; i < c->nwatch; i++)
+      if (c->watch[i].hooks->poll && (s = c->watch[i].hooks->poll(c->watch[i].ctx))) return settle(c, s);
+    if (slice < 50000000ull) slice *= 2;
+  }
 }
 
 unsigned hm_chain_last_full_writes(const hm_chain *c) { return c ? c->last_full : 0; }
@@ -143,6 +193,9 @@ void hm_chain_destroy(hm_chain *c) {
   hm_runtime *rt = c->q->rt;
   for (uint32_t i = 0; i < c->q->size; i++)
     if (c->q->slot_owner[i] >> 32 == c->id) c->q->slot_owner[i] = 0;
+  for (unsigned i = 0; i < c->nwatch; i++)
+    if (c->watch[i].hooks->release) c->watch[i].hooks->release(c->watch[i].ctx);
+  free(c->watch);
   for (unsigned i = 0; i < c->n; i++) hm_mem_unhold(rt, c->args[i]);
   hm_signal_destroy(rt, c->done);
   pthread_mutex_lock(&rt->lock);

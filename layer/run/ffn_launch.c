@@ -334,6 +334,8 @@ hm_status hm_ffn_append(hm_ffn *f, hm_chain *c, enum ffn_step step, uint32_t row
   fill(f, io, &a);
   hm_status s;
   if ((s = link_args(f, &a.ffn))) return s;
+  /* each replay is a step of the group: it fails together, as a step does */
+  if ((s = hm_heap_record(f->heap, c, f->status))) return s;
   void *k;
   if ((s = hm_kernarg_new(f->agent, &a, step == FFN_STEP_K2 ? sizeof a.k2 : sizeof a.ffn, &k))) return s;
   hm_dispatch d = {.kernel = f->kernel[step], .ctas = f->grid, .kernarg = k, .barrier = true};
@@ -349,7 +351,8 @@ hm_status hm_ffn_append(hm_ffn *f, hm_chain *c, enum ffn_step step, uint32_t row
 hm_status hm_layer_ffn(hm_ffn *f, hm_queue *q, const hm_ffn_io *io) {
   if (!f || !io) return hm_fail(HM_ERR_INVALID_ARG, "FFN step: NULL argument");
   hm_status s;
-  if ((s = hm_ffn_check_io(f, io, FFN_STEP_FFN))) return s;
+  /* refused on this rank alone, the peers' launches would wait for it: they learn at once */
+  if ((s = hm_ffn_check_io(f, io, FFN_STEP_FFN))) return hm_heap_step_refused(f->heap, s);
   return hm_ffn_launch(f, q, FFN_STEP_FFN, io->rows, fill_ffn, io);
 }
 

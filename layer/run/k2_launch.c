@@ -97,7 +97,9 @@ static void fill_k2(const hm_ffn *f, const void *iov, void *args) {
 hm_status hm_k2_step(hm_k2 *k, hm_queue *q, const hm_k2_io *io) {
   if (!k || !io) return hm_fail(HM_ERR_INVALID_ARG, "K2 step: NULL argument");
   hm_status s;
-  if ((s = hm_ffn_check_mode(k, FFN_MODE_K2, "hm_k2_step", "hm_layer_ffn")) || (s = hm_k2_accepts(k, io))) return s;
+  if ((s = hm_ffn_check_mode(k, FFN_MODE_K2, "hm_k2_step", "hm_layer_ffn"))) return s;
+  /* refused on this rank alone, the peers' launches would wait for it: they learn at once */
+  if ((s = hm_k2_accepts(k, io))) return hm_heap_step_refused(k->heap, s);
   return hm_ffn_launch(k, q, FFN_STEP_K2, io->ffn.rows, fill_k2, io);
 }
 

@@ -339,13 +339,15 @@ static hm_status layer_step(hm_layer *l, hm_queue *q, const hm_layer_io *io, boo
 
 hm_status hm_layer_step(hm_layer *l, hm_queue *q, const hm_layer_io *io) {
   hm_status s = layer_checks(l, io);
-  if (s) return s;
+  if (s) return hm_heap_step_refused(l->heap, s);
   bool refused = false;
   s = layer_step(l, q, io, &refused);
-  /* A refusal of the step's inputs (the layer's and K1's checks: the metadata is TP-replicated,
-   * so every rank refuses alike and nothing ran) leaves the group up. Anything else leaves the
-   * peers waiting in K2 for this rank's pushes: stop the group now, with why. */
-  return s && !refused && s != HM_ERR_PEER ? hm_heap_fail(l->heap, s, NULL) : s;
+  /* A refusal of the step's inputs (the layer's and K1's checks) ran nothing: ranks that all
+   * refuse alike keep the group up, and a peer that launched K2 alone learns of it at once
+   * (hm_heap_step_refused). Anything else leaves the peers waiting in K2 for this rank's pushes:
+   * stop the group now, with why. */
+  if (refused) return hm_heap_step_refused(l->heap, s);
+  return s && s != HM_ERR_PEER ? hm_heap_fail(l->heap, s, NULL) : s;
 }
 
 hm_status hm_layer_ffn_step(hm_layer *l, hm_queue *q, const hm_ffn_io *io) {

@@ -129,18 +129,22 @@ static void tp2_close(tp2 *t) {
 
 /* Rank 0 steps in a thread; once its kernel is waiting for rank 1's pushes, rank 1 fails on its
  * host. Rank 0 must end within FAST_S of that with HM_ERR_PEER naming rank 1 and `reason`. */
-static void expect_peer_told(tp2 *t, double failed_at, rank_step *r0, pthread_t th, const char *reason) {
-  pthread_join(th, NULL);
-  double after = r0->end - failed_at;
-  ck_assert_msg(r0->st == HM_ERR_PEER, "rank 0: %s: %s", hm_status_name(r0->st), r0->err);
-  ck_assert_msg(strstr(r0->err, "rank 1 failed") && strstr(r0->err, reason), "rank 0 does not name rank 1's %s: %s",
-                reason, r0->err);
+static void expect_told(tp2 *t, double failed_at, hm_status st, const char *err, double end, const char *reason) {
+  double after = end - failed_at;
+  ck_assert_msg(st == HM_ERR_PEER, "rank 0: %s: %s", hm_status_name(st), err);
+  ck_assert_msg(strstr(err, "rank 1 failed") && strstr(err, reason), "rank 0 does not name rank 1's %s: %s", reason,
+                err);
   ck_assert_msg(after < FAST_S, "rank 0 ended %.2f s after rank 1 failed (peer bound %.0f s): %s", after,
-                PEER_NS / 1e9, r0->err);
+                PEER_NS / 1e9, err);
   /* and the group stays failed: the next step is refused at once, with the same root cause */
   ck_assert_int_eq(hm_layer_ffn(t->f[0], t->q[0], &t->b[0].io), HM_ERR_PEER);
   ck_assert_msg(strstr(hm_errmsg(), reason), "%s", hm_errmsg());
-  fprintf(stderr, "rank 0 told %.3f s after rank 1 failed: %s\n", after, r0->err);
+  fprintf(stderr, "rank 0 told %.3f s after rank 1 failed: %s\n", after, err);
+}
+
+static void expect_peer_told(tp2 *t, double failed_at, rank_step *r0, pthread_t th, const char *reason) {
+  pthread_join(th, NULL);
+  expect_told(t, failed_at, r0->st, r0->err, r0->end, reason);
 }
 
 static pthread_t start_rank0(tp2 *t, rank_step *r0) {
@@ -165,6 +169,58 @@ START_TEST(step_failure_stops_peer) {
     expect_peer_told(&t, failed_at, &r0, th, variant == 0 ? "NULL queue" : "the queue is on agent 0");
     tp2_close(&t);
   }
+}
+END_TEST
+
+/* A rank that refuses a step before its launch, its peer launching it: a malloc'd out, then (a new
+ * group) rows out of range. Each rank checks only its own inputs, so the peer used to wait out the
+ * peer bound for pushes that never came; the refusal now tells it at once, naming the rank, the
+ * step and the reason. */
+START_TEST(refusal_stops_peer) {
+  for (int variant = 0; variant < 2; variant++) {
+    tp2 t;
+    tp2_open(&t, &bounded, 7800 + (uint64_t)variant);
+    rank_step r0;
+    pthread_t th = start_rank0(&t, &r0);
+    hm_ffn_io io = t.b[1].io;
+    void *plain = NULL;
+    if (variant == 0) io.out = plain = calloc(1, 2 * 4096 * 2);
+    else io.rows = 49;
+    hm_status want = variant == 0 ? HM_ERR_INVALID_ARG : HM_ERR_REFUSED;
+    ck_assert_int_eq(hm_layer_ffn(t.f[1], t.q[1], &io), want);
+    double failed_at = now_s();
+    /* the refusing rank's own answer is its own reason, unchanged */
+    ck_assert_msg(strstr(hm_errmsg(), variant == 0 ? ": out " : "49 rows") && !strstr(hm_errmsg(), "refused its step"),
+                  "%s", hm_errmsg());
+    expect_peer_told(&t, failed_at, &r0, th, variant == 0 ? "refused its step 1: FFN step: out " : "49 rows");
+    free(plain);
+    tp2_close(&t);
+  }
+}
+END_TEST
+
+/* Ranks that refuse the same step alike launch nothing: the group stays up, and the next step
+ * (the same number on both) runs. */
+START_TEST(refused_alike_keeps_group) {
+  tp2 t;
+  tp2_open(&t, &bounded, 7900);
+  rank_step rs[2];
+  hm_ffn_io io[2];
+  pthread_t th[2];
+  for (int round = 0; round < 2; round++) {
+    for (uint32_t r = 0; r < 2; r++) {
+      io[r] = t.b[r].io;
+      if (round == 0) io[r].rows = 49;
+      rs[r] = (rank_step){.f = t.f[r], .q = t.q[r], .io = &io[r]};
+      ck_assert_int_eq(pthread_create(&th[r], NULL, step_main, &rs[r]), 0);
+    }
+    for (uint32_t r = 0; r < 2; r++) pthread_join(th[r], NULL);
+    for (uint32_t r = 0; r < 2; r++)
+      ck_assert_msg(rs[r].st == (round == 0 ? HM_ERR_REFUSED : HM_OK), "round %d rank %u: %s: %s", round, r,
+                    hm_status_name(rs[r].st), rs[r].err);
+  }
+  for (uint32_t r = 0; r < 2; r++) ck_assert_int_eq(hm_heap_check(t.h[r]), HM_OK);
+  tp2_close(&t);
 }
 END_TEST
 
@@ -207,6 +263,58 @@ START_TEST(watchdog_names_the_hung_rank) {
   ck_assert_msg(r1.st == HM_ERR_QUEUE_FAULT && strstr(r1.err, "watchdog"), "rank 1: %s: %s", hm_status_name(r1.st),
                 r1.err);
   expect_peer_told(&t, r1.end, &r0, th0, "watchdog");
+  tp2_close(&t);
+  unsetenv("HSAMONO_SIM_WATCHDOG_S");
+  unsetenv("HSAMONO_SIM_HOLD_CTAS");
+}
+END_TEST
+
+/* A rank's replay of a recorded chain, in its own thread. */
+typedef struct {
+  hm_chain *c;
+  hm_status st;
+  char err[1024];
+  double end;
+} rank_replay;
+
+static void *replay_main(void *p) {
+  rank_replay *r = p;
+  r->st = hm_chain_replay(r->c);
+  if (!r->st) r->st = hm_chain_wait(r->c, 600000000000ull);
+  snprintf(r->err, sizeof r->err, "%s", r->st ? hm_errmsg() : "");
+  r->end = now_s();
+  return NULL;
+}
+
+/* A replay whose launch fails on one rank stops the group as a step does: rank 1's recorded FFN
+ * launch hangs (a CTA held back) until its watchdog fails its queue, and rank 0's replay, whose
+ * kernel waits for rank 1's pushes, ends at once naming rank 1's watchdog (it used to wait out the
+ * peer bound, or take rank 1's queue fault for its own). */
+START_TEST(replay_failure_stops_peer) {
+  setenv("HSAMONO_SIM_WATCHDOG_S", "2", 1);
+  setenv("HSAMONO_SIM_HOLD_CTAS", "ffn:1", 1);
+  tp2 t;
+  tp2_open(&t, &bounded, 7700);
+  hm_chain *c[2];
+  for (uint32_t r = 0; r < 2; r++) {
+    /* no step has run: the first launch of kernel ffn is rank 1's replay, whose CTA 1 is held */
+    ck_assert_int_eq(hm_ffn_prepare(t.f[r], 1), HM_OK);
+    ck_assert_int_eq(hm_chain_create(t.q[r], &c[r]), HM_OK);
+    ck_assert_msg(hm_ffn_record(t.f[r], c[r], &t.b[r].io) == HM_OK, "%s", hm_errmsg());
+  }
+  rank_replay r1 = {.c = c[1]}, r0 = {.c = c[0]};
+  pthread_t th1, th0;
+  ck_assert_int_eq(pthread_create(&th1, NULL, replay_main, &r1), 0);
+  usleep(300000);
+  ck_assert_int_eq(pthread_create(&th0, NULL, replay_main, &r0), 0);
+  pthread_join(th1, NULL);
+  pthread_join(th0, NULL);
+  ck_assert_msg(r1.st == HM_ERR_QUEUE_FAULT && strstr(r1.err, "watchdog"), "rank 1: %s: %s", hm_status_name(r1.st),
+                r1.err);
+  expect_told(&t, r1.end, r0.st, r0.err, r0.end, "watchdog");
+  /* a failed group replays nothing */
+  ck_assert_int_eq(hm_chain_replay(c[0]), HM_ERR_PEER);
+  for (uint32_t r = 0; r < 2; r++) hm_chain_destroy(c[r]);
   tp2_close(&t);
   unsetenv("HSAMONO_SIM_WATCHDOG_S");
   unsetenv("HSAMONO_SIM_HOLD_CTAS");
@@ -276,6 +384,55 @@ START_TEST(layers_disagree) {
 }
 END_TEST
 
+/* A rank's standalone all-reduce step and its wait, in its own thread. */
+typedef struct {
+  hm_ar *ar;
+  hm_queue *q;
+  void *buf;
+  uint32_t rows;
+  hm_status st;
+  char err[1024];
+  double end;
+} rank_ar;
+
+static void *ar_main(void *p) {
+  rank_ar *r = p;
+  r->st = hm_allreduce(r->ar, r->q, r->buf, r->buf, r->rows);
+  if (!r->st) r->st = hm_ar_wait(r->ar, 600000000000ull);
+  snprintf(r->err, sizeof r->err, "%s", r->st ? hm_errmsg() : "");
+  r->end = now_s();
+  return NULL;
+}
+
+/* The standalone all-reduce carries the step header too: rank 0 reduces 2 rows, rank 1 one. Rank 1
+ * read rank 0's first row and returned HM_OK with it, rank 0 waited out the peer bound for a
+ * second row; both now fail at once naming both steps. */
+START_TEST(allreduce_rows_disagree) {
+  tp2 t;
+  tp2_open(&t, &bounded, 8000);
+  const hm_ar_config ac = {.width = 64, .max_rows = 2, .timeout_ns = PEER_NS};
+  rank_ar ra[2];
+  pthread_t th[2];
+  double t0 = now_s();
+  for (uint32_t r = 0; r < 2; r++) {
+    ra[r] = (rank_ar){.q = t.q[r], .buf = t.b[r].buf[1], .rows = r == 0 ? 2 : 1};
+    ck_assert_msg(hm_ar_create(t.h[r], &ac, &ra[r].ar) == HM_OK, "%s", hm_errmsg());
+  }
+  for (uint32_t r = 0; r < 2; r++) ck_assert_int_eq(pthread_create(&th[r], NULL, ar_main, &ra[r]), 0);
+  for (uint32_t r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  for (uint32_t r = 0; r < 2; r++) {
+    ck_assert_msg(ra[r].st == HM_ERR_PEER && strstr(ra[r].err, "steps disagree") &&
+                      strstr(ra[r].err, "an all-reduce of 2 rows") && strstr(ra[r].err, "an all-reduce of 1 rows"),
+                  "rank %u: %s: %s", r, hm_status_name(ra[r].st), ra[r].err);
+    ck_assert_msg(ra[r].end - t0 < FAST_S, "rank %u ended after %.2f s: %s", r, ra[r].end - t0, ra[r].err);
+  }
+  fprintf(stderr, "both ranks told within %.3f s: %s\n", (ra[0].end > ra[1].end ? ra[0].end : ra[1].end) - t0,
+          ra[0].err);
+  for (uint32_t r = 0; r < 2; r++) ck_assert_int_eq(hm_ar_destroy(ra[r].ar), HM_OK);
+  tp2_close(&t);
+}
+END_TEST
+
 /* The bounds must be ordered so the first to expire names the root cause. */
 START_TEST(bounds_out_of_order_refused) {
   tp2 t;
@@ -299,6 +456,10 @@ Suite *hm_test_suite(void) {
       {"step_failure_stops_peer", step_failure_stops_peer},
       {"create_failure_stops_peer", create_failure_stops_peer},
       {"watchdog_names_the_hung_rank", watchdog_names_the_hung_rank},
+      {"replay_failure_stops_peer", replay_failure_stops_peer},
+      {"refusal_stops_peer", refusal_stops_peer},
+      {"refused_alike_keeps_group", refused_alike_keeps_group},
+      {"allreduce_rows_disagree", allreduce_rows_disagree},
       {"rows_disagree", rows_disagree},
       {"layers_disagree", layers_disagree},
       {"bounds_out_of_order_refused", bounds_out_of_order_refused},
