@@ -58,6 +58,18 @@ static const hm_tensor *get(const hm_layer_weights *w, const char *name) {
   return t;
 }
 
+/* the process's resident file-backed pages (/proc/self/status RssFile), bytes */
+static uint64_t rss_file(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  ck_assert_ptr_nonnull(f);
+  char line[256];
+  unsigned long long kb = 0;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "RssFile: %llu kB", &kb) == 1) break;
+  fclose(f);
+  return (uint64_t)kb << 10;
+}
+
 /* ---------------------------------------------------------------- probes: a poked row, then its check */
 
 /* One row of an FP8 linear (its 32-row block's scale row with it) or of an FP4 expert matrix (its
@@ -186,8 +198,14 @@ static void check_layer(const st_sparse *s, const char *path, int32_t layer) {
   hm_source src = hm_ckpt_source(ck);
   hm_build_opts o = {.rope_positions = 64, .source_experts = draft ? 128 : 384};
   hm_layer_weights w;
+  uint64_t mapped = rss_file();
   hm_status st = hm_weights_build(&c, TP, RANK, &src, &o, &w);
+  /* what the build read left the process's mapping: a rank's slices of a ~7 GB shard touch its
+   * column-sliced tensors' every page (~170 MB at --experts 8), which stayed resident until close */
+  uint64_t kept = rss_file() - mapped;
   hm_ckpt_close(ck);
+  ck_assert_msg(st != HM_OK || kept < (8u << 20), "layer %d: %llu MB of the checkpoint stay mapped after the build",
+                layer, (unsigned long long)(kept >> 20));
   ck_assert_msg(st == HM_OK, "layer %d rank %u/%u from the released layout: %s", layer, RANK, TP, hm_errmsg());
 
   float *got = calloc(D, sizeof *got), *want = calloc(D, sizeof *want);
