@@ -63,7 +63,9 @@ static void outputs_alloc(hm_layer_outputs *o, uint32_t S, uint32_t D) {
   o->topk = calloc((size_t)S * HM_TOPK_ATTN, 4);
   ck_assert(o->x && o->res && o->post && o->comb && o->pre && o->topk);
 }
-static void outputs_free(hm_layer_outputs *o) { free(o->x), free(o->res), free(o->post), free(o->comb), free(o->pre), free(o->topk); }
+static void outputs_free(hm_layer_outputs *o) {
+  free(o->x), free(o->res), free(o->post), free(o->comb), free(o->pre), free(o->topk);
+}
 
 /* Tiny layer 14 (kv + index source and Engram: the select and Engram host work read the kept
  * tensors) at TP 2: the group that built its weights from the generator steps the held group's
@@ -98,7 +100,8 @@ START_TEST(same_as_held) {
   hm_source src = {&w, w_info, w_read};
   hm_build_opts bo = {.parts = parts, .rope_positions = 1024};
   ck_assert_msg(hm_layer_group_create_source(rt, &c, TP, &src, &bo, &small_grid, NULL, &g) == HM_OK, "%s", hm_errmsg());
-  ck_assert_msg(!w.interleaved && w.runs == TP, "the ranks' builds interleaved: %u runs of reads for %u ranks", w.runs, TP);
+  ck_assert_msg(!w.interleaved && w.runs == TP, "the ranks' builds interleaved: %u runs of reads for %u ranks", w.runs,
+                TP);
   static const char *const uploaded[] = {"w13", "w13_s", "w2", "w2_s", "sgu", "sgu_s", "sw2", "sw2_s", "wqkv",
                                          "wqkv_s", "wq_b", "wq_b_s", "wo_a", "wo_a_s", "wo_b", "wo_b_s", "gate_w",
                                          "hc_attn_fn", "hc_ffn_fn"};

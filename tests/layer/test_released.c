@@ -216,7 +216,8 @@ static void check_layer(const st_sparse *s, const char *path, int32_t layer) {
   /* w2's row: this rank's IR columns, then zeros to the padded width */
   snprintf(what, sizeof what, "%sffn.experts.7.w2 row 1000 columns %u..", pfx, RANK * IR);
   hm_w2_decode(&w, 7, 1000, 1, got), expect(&dn, RANK * IR, IR, want), same_values(got, want, IR, what);
-  for (uint32_t j = IR; j < w.dims.inter_pad; j++) ck_assert_msg(got[j] == 0.0f, "%s: padding %u is %g", what, j, got[j]);
+  for (uint32_t j = IR; j < w.dims.inter_pad; j++)
+    ck_assert_msg(got[j] == 0.0f, "%s: padding %u is %g", what, j, got[j]);
 
   snprintf(what, sizeof what, "%sattn.wq_a row 100", pfx);
   check_fp8(&w, "wqkv", 100, D, &wqa, 0, what);
