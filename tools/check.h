@@ -43,11 +43,12 @@ double check_rel(const float *a, const float *ref, uint64_t n);
 /* Whether two picks of k experts are the same set (check_moe.c). */
 int check_same_route(const int32_t *a, const int32_t *b, uint32_t k);
 
-/* A layer's MoE of its last step against the reference's (w: the group's weights, tp ranks) on the
- * kernel's own FFN normed rows of S rows (normed, ids: layer_tool_route's; x: the layer's output):
- * prints x.own (the MoE budget) and route (picks may differ only at a tie of the reference's logits);
- * 1 within tolerance, 0 past it, -1 on a failed run (hm_errmsg says why). */
-int check_moe_own(const hm_layer_weights *w, uint32_t tp, uint32_t S, const float *normed, const int32_t *ids,
-                  const float *x);
+/* A layer's MoE of its last step against the reference's (tp ranks of cfg, each rank's FFN weights built
+ * from src with opts in turn, as the group's were) on the kernel's own FFN normed rows of S rows (normed,
+ * ids: layer_tool_route's; x: the layer's output): prints x.own (the MoE budget) and route (picks may
+ * differ only at a tie of the reference's logits); 1 within tolerance, 0 past it, -1 on a failed run
+ * (hm_errmsg says why). */
+int check_moe_own(const hm_layer_config *cfg, uint32_t tp, const hm_source *src, const hm_build_opts *opts, uint32_t S,
+                  const float *normed, const int32_t *ids, const float *x);
 
 #endif /* HM_TOOLS_CHECK_H */

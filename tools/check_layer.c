@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "ffn_tool.h"
 #include "hm_ref.h"
+#include "hm_safetensors.h"
 #include "launch_tool.h"
 #include "layer_tool.h"
 
@@ -49,7 +50,7 @@
 static void usage(FILE *f) {
   fprintf(f,
           "usage: hsa-mono-check layer --layer L --tp N --rows R [--config v41-flash|tiny] [--experts E]\n"
-          "                            [--ctx C] [--reqs Q] [--block B] [--seed S] [--ctas G]\n"
+          "                            [--ctx C] [--reqs Q] [--block B] [--seed S] [--ctas G] [--ckpt PATH]\n"
           "\n"
           "Runs one whole layer L (0..42, any kind: K1, the select and keylist launch on an index source,\n"
           "K2; the embedding on layer 0, the Engram block on 1 and 14) on a TP group of N ranks (2 or 4) in\n"
@@ -62,7 +63,11 @@ static void usage(FILE *f) {
           "top-k; the key table's and klen's differing entries; whether every rank holds rank 0's outputs.\n"
           "Exits 1 past tolerance, 2 on misuse or a failed run. On the software agent the routed experts\n"
           "of v41-flash are cut to 32 (--experts E: another count; every line then says the run is reduced)\n"
-          "and the grid is 8 CTAs a rank (CPU threads), on a GPU one CTA a CU; --ctas G sets another.\n");
+          "and the grid is 8 CTAs a rank (CPU threads), on a GPU one CTA a CU; --ctas G sets another.\n"
+          "--ckpt PATH takes the weights and the Engram table from a DeepSeek-V4.1 safetensors checkpoint (a\n"
+          "directory of shards; with --experts E its first E experts). Either way the group builds the ranks'\n"
+          "weights one at a time and keeps on the host only what a step's host work reads; the reference\n"
+          "builds each rank's again in turn: one rank's whole weights in memory at once.\n");
 }
 
 static uint64_t count_diff_i32(const int32_t *a, const int32_t *b, uint64_t n) {
@@ -72,7 +77,7 @@ static uint64_t count_diff_i32(const int32_t *a, const int32_t *b, uint64_t n) {
 }
 
 int check_layer(int argc, char **argv) {
-  const char *model = "v41-flash";
+  const char *model = "v41-flash", *ckpt = NULL;
   long layer = -1, tp = 0, rows = 0, ctx = 300, reqs = 1, block = 64, ctas = 0, experts = -1;
   unsigned long long seed = 1;
   static const struct option opts[] = {{"layer", required_argument, 0, 'l'},  {"tp", required_argument, 0, 't'},
@@ -80,7 +85,8 @@ int check_layer(int argc, char **argv) {
                                        {"experts", required_argument, 0, 'e'}, {"ctx", required_argument, 0, 'x'},
                                        {"reqs", required_argument, 0, 'q'},   {"block", required_argument, 0, 'b'},
                                        {"seed", required_argument, 0, 's'},   {"ctas", required_argument, 0, 'g'},
-                                       {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+                                       {"ckpt", required_argument, 0, 'C'},   {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
   cli c = {.prog = "hsa-mono-check layer", .usage = usage};
   int o;
   optind = 1;
@@ -96,6 +102,7 @@ int check_layer(int argc, char **argv) {
       case 'b': cli_long(&c, 2, LAUNCH_TOOL_SLOTS, &block); break;
       case 's': cli_u64(&c, &seed); break;
       case 'g': cli_long(&c, 1, LAUNCH_TOOL_MAX_CTAS, &ctas); break;
+      case 'C': ckpt = optarg; break;
       case 'h': usage(stdout); return 0;
     }
   }
@@ -121,13 +128,24 @@ int check_layer(int argc, char **argv) {
     hm_runtime_close(rt);
     return 2;
   }
+  /* a checkpoint holds the named layer's experts; a reduced run reads its first cfg.experts */
+  hm_ckpt *ck = NULL;
+  hm_source cks = {0};
+  if (ckpt) {
+    if (hm_ckpt_open(ckpt, &ck) != HM_OK) {
+      fprintf(stderr, "hsa-mono-check layer: %s\n", hm_errmsg());
+      hm_runtime_close(rt);
+      return CLI_EXIT_NOT_RUN;
+    }
+    cks = hm_ckpt_source(ck);
+  }
   char kind[64], note[64];
   snprintf(note, sizeof note, "  [REDUCED: %u of %u experts]", cfg.experts, named.experts);
   if (reduced) check_note(note);
   printf("hsa-mono-check layer: %s layer %ld (%s), %u experts top-%u%s, TP%ld, %ld rows in %ld requests at context "
-         "%ld, SWA blocks of %ld, seed %llu, on %s\n",
+         "%ld, SWA blocks of %ld, seed %llu, weights from %s, on %s\n",
          model, layer, layer_tool_kind(&cfg, kind, sizeof kind), cfg.experts, cfg.topk, reduced ? " (REDUCED)" : "", tp,
-         rows, reqs, ctx, block, seed, hm_runtime_describe(rt));
+         rows, reqs, ctx, block, seed, ckpt ? ckpt : "the generator", hm_runtime_describe(rt));
   const uint32_t S = (uint32_t)rows, D = cfg.hidden, T = (uint32_t)tp, K = cfg.topk;
   const bool index = hm_config_has(&cfg, HM_ROLE_INDEX_SOURCE), first = hm_config_has(&cfg, HM_ROLE_FIRST);
   int rc = 2, pass = 1;
@@ -144,7 +162,7 @@ int check_layer(int argc, char **argv) {
   int32_t *ids = malloc(sizeof(int32_t) * S * K), *kt_want = NULL, *klen_want = NULL;
   if (!normed || !ids) goto oom;
   hm_ffn_config run = ffn_tool_launch(rt, reduced, ctas);
-  if (layer_tool_open(&L, rt, &cfg, T, seed, &run, NULL) != HM_OK) goto done;
+  if (layer_tool_open(&L, rt, &cfg, T, seed, ck ? &cks : NULL, ck ? named.experts : 0, &run, NULL) != HM_OK) goto done;
   /* the group's step and the reference's own copy: each writes its records (and a kv source's
    * compressed entries) into its caches; layer 0 enters with the embedding in x and no residual */
   if (hm_gen_step_make_block(&cfg, S, (uint32_t)reqs, (uint32_t)ctx, (uint32_t)block, seed, &step) != HM_OK) goto done;
@@ -161,7 +179,7 @@ int check_layer(int argc, char **argv) {
   for (uint32_t r = 0; r < T; r++)
     if (!layer_tool_outputs(&out[r], S, D, true)) goto oom;
   if (hm_layer_group_step(L.g, &step.in, 1, out, NULL) != HM_OK) goto done;
-  if (hm_ref_layer_step(L.w, T, &refs.in, NULL, rsel, &ref) != HM_OK) goto done;
+  if (hm_ref_layer_step_source(&cfg, T, &L.src, &L.bopts, &refs.in, NULL, rsel, &ref) != HM_OK) goto done;
   /* the FFN half's own normed rows and route (the MoE is checked on them: free of the earlier drift) */
   if (layer_tool_route(rt, L.g, S, normed, ids) != HM_OK) goto done;
   /* an index source's key table: keylist's on the kernel's own top-k, against the reference's table of the same */
@@ -202,7 +220,7 @@ int check_layer(int argc, char **argv) {
   pass &= check_count("x.tokens", beyond, S, what, 0, "the MoE's amplification of its input's error");
   pass &= check_count("x.route", flipped, S, "tokens with another route than the reference's", TOL_FLIPS(S),
                       "a near tie of the biased scores flips");
-  int moe = check_moe_own(L.w, T, S, normed, ids, out[0].x);
+  int moe = check_moe_own(&cfg, T, &L.src, &L.bopts, S, normed, ids, out[0].x);
   if (moe < 0) {
     rc = 2;
     goto done;
@@ -247,6 +265,7 @@ done:
   hm_select_state_free(rsel);
   hm_gen_step_free(&step), hm_gen_step_free(&refs);
   layer_tool_close(&L);
+  hm_ckpt_close(ck);
   hm_runtime_close(rt);
   return rc;
 }

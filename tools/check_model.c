@@ -176,7 +176,7 @@ int check_model(int argc, char **argv) {
     l->topk_from = cfg.compress_ratio && !l->index && cfg.index_source >= a ? (int)(cfg.index_source - a) : -1;
     l->comp_from = cfg.compress_ratio && !l->kv && cfg.kv_source >= a ? (int)(cfg.kv_source - a) : -1;
     hm_ffn_config run = ffn_tool_launch(rt, red, ctas);
-    if (layer_tool_open(&l->t, rt, &cfg, T, l->seed, &run, gsel) != HM_OK) goto done;
+    if (layer_tool_open(&l->t, rt, &cfg, T, l->seed, NULL, 0, &run, gsel) != HM_OK) goto done;
     for (uint32_t r = 0; r < T; r++)
       if (!layer_tool_outputs(&l->o[r], S, D, true)) goto oom;
     l->rx = malloc(sizeof(float) * S * D), l->rres = malloc(sizeof(float) * S * 4 * D);
@@ -260,7 +260,7 @@ int check_model(int argc, char **argv) {
       /* the reference chain (its caches written in place) */
       hm_tset_free(&tr);
       hm_tset_init(&tr);
-      if (hm_ref_layer_step(l->t.w, T, &in[1], NULL, rsel, &tr) != HM_OK) goto fail;
+      if (hm_ref_layer_step_source(cfg, T, &l->t.src, &l->t.bopts, &in[1], NULL, rsel, &tr) != HM_OK) goto fail;
       const struct {
         const char *name;
         void *dst;
@@ -294,7 +294,7 @@ int check_model(int argc, char **argv) {
       printf("step %u, layer %ld (%s): %u of %u tokens alike so far%s\n", s, a + i,
              layer_tool_kind(cfg, kind, sizeof kind), alike, S, note);
       pass &= chain_compare_rows("x", l->o[0].x, l->rx, S, D, keep_x, sa, sr, tx, 1 - tx * tx);
-      int moe = check_moe_own(l->t.w, T, S, l->normed, l->ids[0], l->o[0].x);
+      int moe = check_moe_own(cfg, T, &l->t.src, &l->t.bopts, S, l->normed, l->ids[0], l->o[0].x);
       if (moe < 0) goto fail;
       pass &= moe;
       pass &= chain_compare_rows("res", l->o[0].res, l->rres, S, 4ull * D, settled, sa, sr, tres, 1 - tres * tres);

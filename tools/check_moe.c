@@ -23,15 +23,15 @@ int check_same_route(const int32_t *a, const int32_t *b, uint32_t k) {
   return 1;
 }
 
-int check_moe_own(const hm_layer_weights *w, uint32_t tp, uint32_t S, const float *normed, const int32_t *ids,
-                  const float *x) {
-  const uint32_t D = w[0].cfg.hidden, K = w[0].cfg.topk, E = w[0].cfg.experts;
+int check_moe_own(const hm_layer_config *cfg, uint32_t tp, const hm_source *src, const hm_build_opts *opts, uint32_t S,
+                  const float *normed, const int32_t *ids, const float *x) {
+  const uint32_t D = cfg->hidden, K = cfg->topk, E = cfg->experts;
   hm_tensor_set moe;
   hm_tset_init(&moe);
   int ok = -1;
   const float *mx, *mlog;
   const int32_t *mids;
-  if (hm_ref_moe(w, tp, S, normed, &moe) != HM_OK || !(mx = hm_tset_data(&moe, "out.x", HM_DT_F32, (uint64_t)S * D)) ||
+  if (hm_ref_moe_source(cfg, tp, src, opts, S, normed, &moe) != HM_OK || !(mx = hm_tset_data(&moe, "out.x", HM_DT_F32, (uint64_t)S * D)) ||
       !(mids = hm_tset_data(&moe, "router.ids", HM_DT_I32, (uint64_t)S * K)) ||
       !(mlog = hm_tset_data(&moe, "router.logits", HM_DT_F32, (uint64_t)S * E)))
     goto done;

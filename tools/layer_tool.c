@@ -29,17 +29,22 @@ const char *layer_tool_kind(const hm_layer_config *c, char *buf, unsigned size) 
 }
 
 hm_status layer_tool_open(layer_tool *t, hm_runtime *rt, const hm_layer_config *cfg, uint32_t tp, uint64_t seed,
-                          const hm_ffn_config *run, hm_select_state *const *select) {
+                          const hm_source *ckpt, uint32_t source_experts, const hm_ffn_config *run,
+                          hm_select_state *const *select) {
   memset(t, 0, sizeof *t);
   t->cfg = *cfg, t->tp = tp;
-  hm_status s = launch_tool_weights(cfg, tp, seed, layer_tool_parts(cfg), t->w);
-  if (s) return s;
-  t->built = tp;
-  /* the Engram table is the checkpoint's engram.embed: read from a generator of the same seed */
-  if ((s = hm_gen_init(&t->gen, cfg, seed))) goto fail;
-  t->have_gen = true;
-  t->table = hm_gen_source(&t->gen);
-  if ((s = hm_layer_group_create(rt, t->w, tp, run, select, &t->g))) goto fail;
+  t->bopts = (hm_build_opts){.parts = layer_tool_parts(cfg), .source_experts = source_experts};
+  hm_status s;
+  if (ckpt) {
+    t->src = *ckpt;
+  } else {
+    if ((s = hm_gen_init(&t->gen, cfg, seed))) return s;
+    t->have_gen = true;
+    t->src = hm_gen_source(&t->gen);
+  }
+  /* the Engram table is the source's engram.embed (the generator's of the same seed) */
+  t->table = t->src;
+  if ((s = hm_layer_group_create_source(rt, cfg, tp, &t->src, &t->bopts, run, select, &t->g))) goto fail;
   return HM_OK;
 fail:
   layer_tool_close(t);
@@ -51,8 +56,6 @@ void layer_tool_close(layer_tool *t) {
   t->g = NULL;
   if (t->have_gen) hm_gen_free(&t->gen);
   t->have_gen = false;
-  for (uint32_t r = 0; r < t->built; r++) hm_weights_free(&t->w[r]);
-  t->built = 0;
 }
 
 int layer_tool_outputs(hm_layer_outputs *o, uint32_t S, uint32_t D, bool keys) {

@@ -8,15 +8,16 @@
 
 #include "hm_layer_group.h"
 
-/* One layer of a tool's run: its config, every rank's weights, the generator the Engram table is
- * read from (the one the weights came from: same config and seed), the group. */
+/* One layer of a tool's run: its config, where its weights come from (the seeded generator, or a
+ * checkpoint the caller holds open) and the options they are built with, the group (which built
+ * and holds them, a rank at a time), the Engram table (the same source's engram.embed). */
 typedef struct layer_tool {
   hm_layer_config cfg;
   uint32_t tp;
-  hm_layer_weights w[HM_LAYER_MAX_TP];
-  uint32_t built;
   hm_gen gen;
   bool have_gen;
+  hm_source src;        /* the weights' source: the generator's or the caller's checkpoint */
+  hm_build_opts bopts;  /* what the group built them with (the reference builds them so again) */
   hm_source table;
   hm_layer_group *g;
 } layer_tool;
@@ -28,12 +29,14 @@ uint32_t layer_tool_parts(const hm_layer_config *cfg);
 /* The layer's kind in a few words ("REUSE, ratio 2", "kv + index source, ratio 2", ...) into buf. */
 const char *layer_tool_kind(const hm_layer_config *cfg, char *buf, unsigned size);
 
-/* Builds ranks 0..tp-1 of cfg's weights from the seeded generator and the group on rt (run: the
- * launch configuration; select: rank r's select state in select[r], shared by a chain's layers, or
- * NULL for the group's own). t must outlive the group (the weights and table are kept in it). On
- * failure nothing is left and hm_errmsg says why. */
+/* The group of cfg's layer on rt, its ranks' weights built by the group from ckpt (NULL: the seeded
+ * generator of seed; source_experts: the experts the checkpoint holds, hm_build_opts') one rank at a
+ * time (hm_layer_group_create_source; run: the launch configuration; select: rank r's select state
+ * in select[r], shared by a chain's layers, or NULL for the group's own). t must outlive the group;
+ * ckpt must stay open while t is. On failure nothing is left and hm_errmsg says why. */
 hm_status layer_tool_open(layer_tool *t, hm_runtime *rt, const hm_layer_config *cfg, uint32_t tp, uint64_t seed,
-                          const hm_ffn_config *run, hm_select_state *const *select);
+                          const hm_source *ckpt, uint32_t source_experts, const hm_ffn_config *run,
+                          hm_select_state *const *select);
 void layer_tool_close(layer_tool *t);
 
 /* Host arrays for a step's outputs of S rows of hidden D: the five layer outputs, and with `keys`

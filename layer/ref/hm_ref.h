@@ -409,6 +409,10 @@ hm_status hm_ref_ffn_launch_source(const hm_layer_config *cfg, uint32_t tp, cons
 /* The MoE of one step on the FFN seam's normed rows, every rank (§2.4, §2.7 steps 9-11): from
  * `normed` [S,D] to out.x. Trace names as above (without ffn.* and out.res etc.). */
 hm_status hm_ref_moe(const hm_layer_weights *w, uint32_t tp, uint32_t S, const float *normed, hm_tensor_set *trace);
+/* hm_ref_moe with each rank's FFN weights built from src (hm_weights_build of cfg, tp, opts; its
+ * parts ignored), used and freed before the next rank's; the same trace bit for bit. */
+hm_status hm_ref_moe_source(const hm_layer_config *cfg, uint32_t tp, const hm_source *src, const hm_build_opts *opts,
+                            uint32_t S, const float *normed, hm_tensor_set *trace);
 
 /* ---------------------------------------------------------------- generated step inputs */
 

@@ -417,6 +417,19 @@ hm_status hm_ref_moe(const hm_layer_weights *w, uint32_t tp, uint32_t S, const f
   return st;
 }
 
+hm_status hm_ref_moe_source(const hm_layer_config *cfg, uint32_t tp, const hm_source *src, const hm_build_opts *opts,
+                            uint32_t S, const float *normed, hm_tensor_set *trace) {
+  if (!cfg || !src) return hm_fail(HM_ERR_INVALID_ARG, "hm_ref_moe_source: null argument");
+  uint32_t n0 = trace ? trace->count : 0;
+  ref_ranks k = {.cfg = cfg, .src = src, .tp = tp, .cur_rank = -1};
+  if (opts) k.opts = *opts;
+  k.opts.parts = HM_WPART_FFN;
+  hm_status st = moe(&k, S, normed, trace);
+  ref_ranks_release(&k);
+  if (st != HM_OK && trace) hm_tset_truncate(trace, n0);
+  return st;
+}
+
 static hm_status ffn_launch(ref_ranks *k, uint32_t S, const float *const *parts, const float *res_mid,
                             const float *post_a, const float *comb_a, const float *pre_a, hm_tensor_set *trace) {
   hm_status st = check_group(k, S);

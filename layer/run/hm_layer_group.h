@@ -21,6 +21,16 @@ typedef struct hm_layer_group hm_layer_group;
 hm_status hm_layer_group_create(hm_runtime *rt, const hm_layer_weights *w, uint32_t tp, const hm_ffn_config *run,
                                 hm_select_state *const *select, hm_layer_group **out);
 
+/* hm_layer_group_create with the ranks' weights built from src (hm_weights_build of cfg, tp, opts)
+ * by the group, in each rank's thread one rank at a time: a rank's weights are built, its layer
+ * created (its launches copy them to its device) and the host copies the launches hold dropped
+ * (hm_weights_drop_uploaded) before the next rank's are built, so the host holds one rank's whole
+ * weights at most (~2 GB at V4.1-Flash TP4) beside the others' remainders (~1 %). The group owns
+ * them (hm_layer_group_weights); src is read during this call only. */
+hm_status hm_layer_group_create_source(hm_runtime *rt, const hm_layer_config *cfg, uint32_t tp, const hm_source *src,
+                                       const hm_build_opts *opts, const hm_ffn_config *run,
+                                       hm_select_state *const *select, hm_layer_group **out);
+
 /* A chain of n layers (w[i] the tp ranks' weights of the chain's layer i, in model order): on each
  * rank one queue and one heap for all of them, layer i's outputs in device buffers that are layer
  * i + 1's inputs (nothing goes through the host between layers but the callbacks' data). */
@@ -74,6 +84,10 @@ hm_status hm_layer_group_ffn_step(hm_layer_group *g, uint32_t layer, const hm_ff
 typedef int (*hm_layer_replay_check)(void *ctx, uint32_t replay, uint32_t rank, const hm_layer_outputs *o);
 hm_status hm_layer_group_replay(hm_layer_group *g, const hm_step_inputs *in, uint32_t replays, hm_layer_outputs *out,
                                 hm_layer_replay_check check, void *ctx);
+
+/* Rank r's weights of chain layer i as the group holds them (hm_layer_group_create_source's:
+ * trimmed to what a step's host work reads), or NULL. */
+const hm_layer_weights *hm_layer_group_weights(const hm_layer_group *g, uint32_t i, uint32_t r);
 
 /* Rank r's layer i (of the chain), agent and heap (to abort the group). hm_layer_group_rank is
  * layer 0's. */

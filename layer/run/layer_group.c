@@ -1,5 +1,6 @@
 /* layer/run/layer_group.c: a TP group of one layer or a chain of layers in one process: a thread a rank for
  * the collective and blocking calls, host arrays in and out through a staging buffer, caches a call. */
+#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,12 @@ struct hm_layer_group {
   hm_runtime *rt;
   const hm_layer_weights *const *w; /* [n][tp] */
   const hm_layer_weights *w1;       /* hm_layer_group_create's, which w points at */
+  /* hm_layer_group_create_source: the ranks' weights the group builds from src, one rank at a time
+   * (build held), each trimmed to what a step's host work reads once its layer holds the rest */
+  hm_layer_weights *own;
+  hm_source src;
+  hm_build_opts bopts;
+  pthread_mutex_t build;
   uint32_t n, tp, D;
   hm_ffn_config run;
   hm_boot_group *boot;
@@ -155,20 +162,38 @@ static void *create_rank(void *arg) {
       if (s) return keep(k, s);
       opt.select_ctx = k->sel;
     }
-    if ((s = hm_layer_create(k->heap, w, &opt, &k->slot[i].layer))) return keep(k, s);
+    if (g->own) {
+      pthread_mutex_lock(&g->build);
+      hm_layer_weights *b = &g->own[k->r];
+      s = hm_weights_build(&b->cfg, g->tp, k->r, &g->src, &g->bopts, b);
+      if (!s) s = hm_layer_create(k->heap, w, &opt, &k->slot[i].layer);
+      /* the launches hold their device copies now: the host keeps what a step's host work reads */
+      if (!s) s = hm_weights_drop_uploaded(b, NULL);
+      pthread_mutex_unlock(&g->build);
+    } else {
+      s = hm_layer_create(k->heap, w, &opt, &k->slot[i].layer);
+    }
+    if (s) return keep(k, s);
   }
   return keep(k, alloc_io(k));
 }
 
+/* own: the weights the group builds (hm_layer_group_create_source; w1 = own, their cfg set), with
+ * their source and options, or NULL */
 static hm_status create(hm_runtime *rt, const hm_layer_weights *const *w, const hm_layer_weights *w1, uint32_t n,
-                        uint32_t tp, const hm_ffn_config *run, hm_select_state *const *select, hm_layer_group **out) {
-  if (!rt || !w || !out || n < 1 || n > HM_MAX_LAYERS || tp < 1 || tp > HM_GROUP_MAX_TP)
+                        uint32_t tp, const hm_ffn_config *run, hm_select_state *const *select, hm_layer_weights *own,
+                        const hm_source *src, const hm_build_opts *bopts, hm_layer_group **out) {
+  if (!rt || !w || !out || n < 1 || n > HM_MAX_LAYERS || tp < 1 || tp > HM_GROUP_MAX_TP) {
+    free(own);
     return hm_fail(HM_ERR_INVALID_ARG, "hm_layer_group_create: arguments");
+  }
   *out = NULL;
-  if (hm_agent_count(rt) < tp)
+  if (hm_agent_count(rt) < tp) {
+    free(own);
     return hm_fail(HM_ERR_INVALID_ARG, "layer group: TP %u needs %u GPU agents, the runtime has %u", tp, tp,
                    hm_agent_count(rt));
-  for (uint32_t i = 0; i < n; i++)
+  }
+  for (uint32_t i = 0; i < n && !own; i++)
     for (uint32_t r = 0; r < tp; r++) {
       if (!w[i]) return hm_fail(HM_ERR_INVALID_ARG, "layer group: no weights for chain layer %u", i);
       if (w[i][r].rank != r || w[i][r].dims.tp != tp)
@@ -179,12 +204,19 @@ static hm_status create(hm_runtime *rt, const hm_layer_weights *const *w, const 
         return hm_fail(HM_ERR_INVALID_ARG, "layer group: the chain's layers differ in hidden size");
     }
   hm_layer_group *g = calloc(1, sizeof *g);
-  if (!g) return hm_fail(HM_ERR_NO_MEMORY, "layer group");
+  if (!g) {
+    free(own);
+    return hm_fail(HM_ERR_NO_MEMORY, "layer group");
+  }
   g->rt = rt, g->w1 = w1, g->w = w1 ? &g->w1 : w, g->n = n, g->tp = tp, g->D = w[0][0].cfg.hidden;
   if (run) g->run = *run;
+  if (own) {
+    g->own = own, g->src = *src, g->bopts = *bopts;
+    pthread_mutex_init(&g->build, NULL);
+  }
   hm_status s = hm_boot_group_create(tp, &g->boot);
   if (s) {
-    free(g);
+    hm_layer_group_destroy(g); /* no rank made yet: frees own */
     return s;
   }
   for (uint32_t r = 0; r < tp; r++) g->rank[r] = (struct grank){.g = g, .r = r, .agent = hm_agent_get(rt, r)};
@@ -205,17 +237,39 @@ hm_status hm_layer_group_create(hm_runtime *rt, const hm_layer_weights *w, uint3
                                 hm_select_state *const *select, hm_layer_group **out) {
   if (!w) return hm_fail(HM_ERR_INVALID_ARG, "hm_layer_group_create: NULL weights");
   const hm_layer_weights *const one[1] = {w};
-  return create(rt, one, w, 1, tp, run, select, out);
+  return create(rt, one, w, 1, tp, run, select, NULL, NULL, NULL, out);
+}
+
+hm_status hm_layer_group_create_source(hm_runtime *rt, const hm_layer_config *cfg, uint32_t tp, const hm_source *src,
+                                       const hm_build_opts *opts, const hm_ffn_config *run,
+                                       hm_select_state *const *select, hm_layer_group **out) {
+  if (!cfg || !src || !src->info || !src->read || !out)
+    return hm_fail(HM_ERR_INVALID_ARG, "hm_layer_group_create_source: null argument");
+  if (tp < 1 || tp > HM_GROUP_MAX_TP) return hm_fail(HM_ERR_INVALID_ARG, "hm_layer_group_create_source: tp %u", tp);
+  hm_status s = hm_config_check(cfg);
+  if (s) return s;
+  hm_layer_weights *own = calloc(tp, sizeof *own);
+  if (!own) return hm_fail(HM_ERR_NO_MEMORY, "layer group weights");
+  for (uint32_t r = 0; r < tp; r++) own[r].cfg = *cfg;
+  hm_build_opts bo = opts ? *opts : (hm_build_opts){0};
+  const hm_layer_weights *const one[1] = {own};
+  return create(rt, one, own, 1, tp, run, select, own, src, &bo, out); /* create owns own */
 }
 
 hm_status hm_layer_group_create_chain(hm_runtime *rt, const hm_layer_weights *const *w, uint32_t n, uint32_t tp,
                                       const hm_ffn_config *run, hm_select_state *const *select, hm_layer_group **out) {
-  return create(rt, w, NULL, n, tp, run, select, out);
+  return create(rt, w, NULL, n, tp, run, select, NULL, NULL, NULL, out);
 }
 
 void hm_layer_group_destroy(hm_layer_group *g) {
   if (!g) return;
   for (uint32_t r = 0; r < g->tp; r++) free_rank(&g->rank[r], g);
+  if (g->own) {
+    /* after the layers (their users) are gone */
+    for (uint32_t r = 0; r < g->tp; r++) hm_weights_free(&g->own[r]);
+    free(g->own);
+    pthread_mutex_destroy(&g->build);
+  }
   free(g);
 }
 
@@ -225,6 +279,9 @@ hm_select_state *hm_layer_group_select_state(hm_layer_group *g, uint32_t r) {
 }
 hm_layer *hm_layer_group_layer(hm_layer_group *g, uint32_t i, uint32_t r) {
   return g && i < g->n && r < g->tp && g->rank[r].slot ? g->rank[r].slot[i].layer : NULL;
+}
+const hm_layer_weights *hm_layer_group_weights(const hm_layer_group *g, uint32_t i, uint32_t r) {
+  return g && i < g->n && r < g->tp ? &g->w[i][r] : NULL;
 }
 hm_layer *hm_layer_group_rank(hm_layer_group *g, uint32_t r) { return hm_layer_group_layer(g, 0, r); }
 hm_agent *hm_layer_group_agent(hm_layer_group *g, uint32_t r) { return g && r < g->tp ? g->rank[r].agent : NULL; }

@@ -137,6 +137,13 @@ hm_status hm_weights_build(const hm_layer_config *cfg, uint32_t tp, uint32_t ran
                            const hm_source *src, const hm_build_opts *opts, hm_layer_weights *out);
 /* HM_ERR_BUSY (nothing freed) while a layer still reads them (hm_layer_destroy first). */
 hm_status hm_weights_free(hm_layer_weights *w);
+/* Frees the host copies of the tensors a layer's launches copy to its device when it is created and
+ * never read again (w13, w2, sgu, sw2, wqkv, wq_b, wo_a, wo_b and their scales, gate_w, hc_attn_fn,
+ * hc_ffn_fn: all but ~1 % of a rank's bytes), keeping what a step's host work reads (the select's
+ * and Engram's tensors, cos_sin, the norms, sink and bias) and cfg, dims, rank. A layer created on
+ * them steps as before; hm_layer_create and the reference refuse them after (the tensors are gone,
+ * named). Returns the bytes freed in *freed (may be NULL). */
+hm_status hm_weights_drop_uploaded(hm_layer_weights *w, uint64_t *freed);
 /* the tensor, or NULL (failure recorded) if absent */
 const hm_tensor *hm_weights_get(const hm_layer_weights *w, const char *name);
 

@@ -515,6 +515,13 @@ static hm_status ck_read(void *ctx, const char *name, uint64_t r0, uint64_t nr, 
   const uint8_t *base = (const uint8_t *)f->map + f->data_off + e->begin;
   for (uint64_t r = 0; r < nr; r++)
     memcpy((uint8_t *)out + r * nc * es, base + ((r0 + r) * cols + c0) * es, nc * es);
+  /* The pages just read leave this process's mapping (they stay in the page cache): a rank's build
+   * touches every page of a tensor it slices by columns, and a layer's shard is ~7 GB, so pages kept
+   * mapped would count a whole layer as resident; a later read faults them back in. */
+  uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+  uintptr_t lo = (uintptr_t)(base + (r0 * cols + c0) * es) & ~(pg - 1);
+  uintptr_t hi = ((uintptr_t)(base + ((r0 + nr - 1) * cols + c0 + nc) * es) + pg - 1) & ~(pg - 1);
+  madvise((void *)lo, hi - lo, MADV_DONTNEED);
   return HM_OK;
 }
 

@@ -344,6 +344,29 @@ hm_status hm_weights_free(hm_layer_weights *w) {
   return HM_OK;
 }
 
+hm_status hm_weights_drop_uploaded(hm_layer_weights *w, uint64_t *freed) {
+  static const char *const uploaded[] = {"w13",  "w13_s", "w2",   "w2_s", "sgu",    "sgu_s",  "sw2",
+                                         "sw2_s", "wqkv", "wqkv_s", "wq_b", "wq_b_s", "wo_a", "wo_a_s",
+                                         "wo_b", "wo_b_s", "gate_w", "hc_attn_fn", "hc_ffn_fn"};
+  if (!w) return hm_fail(HM_ERR_INVALID_ARG, "hm_weights_drop_uploaded: NULL weights");
+  uint64_t bytes = 0;
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < w->set.count; i++) {
+    hm_tensor *t = &w->set.t[i];
+    bool drop = false;
+    for (unsigned k = 0; k < sizeof uploaded / sizeof *uploaded && !drop; k++) drop = !strcmp(t->name, uploaded[k]);
+    if (drop) {
+      bytes += t->nbytes;
+      free(t->data);
+      continue;
+    }
+    w->set.t[kept++] = *t;
+  }
+  w->set.count = kept;
+  if (freed) *freed = bytes;
+  return HM_OK;
+}
+
 const hm_tensor *hm_weights_get(const hm_layer_weights *w, const char *name) {
   if (!w || !name) {
     hm_fail(HM_ERR_INVALID_ARG, "hm_weights_get: null argument");

@@ -414,6 +414,38 @@ START_TEST(model_chain) {
 }
 END_TEST
 
+/* The text of out from its first line holding `from` (the figures after the run's header). */
+static const char *after(const char *out, const char *from) {
+  const char *p = strstr(out, from);
+  ck_assert_msg(p != NULL, "no '%s' in the output", from);
+  return p;
+}
+
+/* `layer --ckpt DIR --experts E` (issue 18 item 2): the group builds the ranks' weights from the
+ * checkpoint one at a time, the reference each rank's in turn; on the generator's full checkpoint of
+ * the layer the reduced run's figures are the reduced generator run's, line for line (the
+ * generator's elements do not depend on the expert count), and the header names the checkpoint. */
+START_TEST(layer_from_checkpoint) {
+  snprintf(dir, sizeof dir, "/tmp/hm_check_tool_XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  hm_layer_config full = tl_config("tiny", 3, 0, 0);
+  tl_write_ckpt(&full, 7, dir, 2);
+  char args[512], *a, *b;
+  snprintf(args, sizeof args, "layer --config tiny --layer 3 --tp 2 --rows 3 --experts 16 --seed 7 --ckpt %s", dir);
+  ck_assert_msg(run_sim(args, &a) == 0, "hsa-mono-check %s failed", args);
+  ck_assert_int_eq(run_sim("layer --config tiny --layer 3 --tp 2 --rows 3 --experts 16 --seed 7", &b), 0);
+  char from[300];
+  snprintf(from, sizeof from, "weights from %s,", dir);
+  ck_assert_msg(strstr(a, from) != NULL, "the header does not name the checkpoint");
+  ck_assert_ptr_nonnull(strstr(b, "weights from the generator,"));
+  ck_assert_str_eq(after(a, "rank 0 against the reference"), after(b, "rank 0 against the reference"));
+  ck_assert_ptr_nonnull(strstr(a, "\nPASS"));
+  free(a), free(b);
+  snprintf(args, sizeof args, "rm -rf %s", dir);
+  ck_assert_int_eq(system(args), 0);
+}
+END_TEST
+
 /* Bad usage of layer and model: exit status 2 and a line saying why (the usage or the reason). */
 START_TEST(layer_model_refusals) {
   static const char *const bad[] = {
@@ -447,6 +479,7 @@ Suite *hm_test_suite(void) {
                            {"ffn_harness", ffn_harness},
                            {"k1_harness", k1_harness},
                            {"layer_harness", layer_harness},
+                           {"layer_from_checkpoint", layer_from_checkpoint},
                            {"model_chain", model_chain},
                            {"layer_model_refusals", layer_model_refusals}};
   return TL_SUITE("layer-check-tool", tests, 300);

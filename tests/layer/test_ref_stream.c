@@ -1,6 +1,6 @@
 /* tests/layer/test_ref_stream.c: the reference with weights built from a source a rank at a time
- * (hm_ref_layer_step_source, hm_ref_ffn_launch_source): the held group's trace bit for bit, one rank's
- * FFN weights alive at once, a failed build leaving the trace as it was. */
+ * (hm_ref_layer_step_source, hm_ref_ffn_launch_source, hm_ref_moe_source): the held group's trace bit
+ * for bit, one rank's FFN weights alive at once, a failed build leaving the trace as it was. */
 #include <check.h>
 #include <malloc.h>
 #include <stdlib.h>
@@ -68,6 +68,12 @@ START_TEST(same_trace_as_held) {
   ck_assert_int_eq(hm_ref_ffn_launch(w, 4, 3, p, in.res, in.post, in.comb, in.pre, &t[0]), HM_OK);
   ck_assert_msg(hm_ref_ffn_launch_source(&c, 4, &src, NULL, 3, p, in.res, in.post, in.comb, in.pre, &t[1]) == HM_OK,
                 "%s", hm_errmsg());
+  same_trace(&t[0], &t[1]);
+  hm_tset_free(&t[0]), hm_tset_free(&t[1]);
+  /* the MoE alone on the same normed rows (hsa-mono-check's x.own), each rank built in turn */
+  hm_tset_init(&t[0]), hm_tset_init(&t[1]);
+  ck_assert_int_eq(hm_ref_moe(w, 4, 3, in.a, &t[0]), HM_OK);
+  ck_assert_msg(hm_ref_moe_source(&c, 4, &src, NULL, 3, in.a, &t[1]) == HM_OK, "%s", hm_errmsg());
   same_trace(&t[0], &t[1]);
   hm_tset_free(&t[0]), hm_tset_free(&t[1]);
   hm_gen_free(&g);

@@ -19,7 +19,7 @@ int bench_layer_time(hm_runtime *rt, const hm_layer_config *cfg, bool reduced, u
                      unsigned nrows, uint32_t steps, uint64_t seed, long ctas, bench_layer_row *out) {
   layer_tool L;
   hm_ffn_config run = ffn_tool_launch(rt, reduced, ctas);
-  if (layer_tool_open(&L, rt, cfg, tp, seed, &run, NULL) != HM_OK) {
+  if (layer_tool_open(&L, rt, cfg, tp, seed, NULL, 0, &run, NULL) != HM_OK) {
     fprintf(stderr, "hsa-mono-bench: layer %d: %s\n", cfg->layer, hm_errmsg());
     return 1;
   }
