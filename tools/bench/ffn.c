@@ -19,7 +19,7 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: hsa-mono-bench ffn [--tp N] [--rows R[,R...]] [--config v41-flash|tiny] [--layer L]\n"
           "                          [--experts E --topk K] [--steps N] [--seed S] [--ctas G]\n"
-          "                          [--timeline FILE.csv|FILE.json]\n"
+          "                          " BENCH_TL_USAGE "\n"
           "\n"
           "Runs the FFN launch of layer L (default 3) for a TP group (default 4) in this process, each rank\n"
           "on its own agent, `steps` steps (default 100 on a GPU, 2 on the software agent, after one\n"
@@ -29,11 +29,7 @@ static void usage(FILE *f) {
           "(7.2 TB/s measured). On the software agent the default build cuts the routed experts to 32\n"
           "(top-6) so a step takes seconds, not minutes; its times are CPU times, printed for the record,\n"
           "not GPU figures, and its grid is 8 CTAs a rank (--ctas G: another grid; a GPU's default is one\n"
-          "CTA a CU).\n"
-          "--timeline FILE: every CTA stamps its start and each stage's end (off by default, and then the\n"
-          "kernel stamps nothing); each rank's last step of each width goes to FILE (CSV or JSON: launch,\n"
-          "kernel, rank, CTA, stage, tasks, start, end) and FILE.svg (one lane a CTA, a colour a stage). On a\n"
-          "GPU the stamps are s_memrealtime ticks (100 MHz); on the software agent its event order, not time.\n");
+          "CTA a CU).\n" BENCH_TL_HELP);
 }
 
 int bench_ffn(int argc, char **argv) {
@@ -136,7 +132,7 @@ int bench_ffn(int argc, char **argv) {
     printf("%6u %12.1f %10u %12llu %12.2f %12.2f %9.1f%s\n", S, ns / 1e3, ne, (unsigned long long)bytes, f8, f7,
            ns / 1e3 / f8, hm_runtime_is_sim(rt) ? "  (software agent: CPU time)" : "");
   }
-  rc = tl ? bench_tl_write(tl, "hsa-mono-bench ffn") ? CLI_EXIT_NOT_RUN : 0 : 0;
+  rc = tl && bench_tl_write(tl, "hsa-mono-bench ffn") ? CLI_EXIT_NOT_RUN : 0;
   goto done;
 fail:
   fprintf(stderr, "hsa-mono-bench ffn: %s\n", hm_errmsg());

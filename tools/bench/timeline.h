@@ -10,6 +10,14 @@
 
 typedef struct bench_tl bench_tl;
 
+/* The option's line in a bench's usage, and what it does. */
+#define BENCH_TL_USAGE "[--timeline FILE.csv|FILE.json]"
+#define BENCH_TL_HELP                                                                                          \
+  "--timeline FILE: every CTA stamps its start and each stage's end (off by default, and then the\n"          \
+  "kernels stamp nothing); each rank's last step of each width goes to FILE (CSV or JSON: launch, kernel,\n" \
+  "rank, CTA, stage, tasks, start, end) and FILE.svg (one lane a CTA, a colour a stage). On a GPU the\n"     \
+  "stamps are s_memrealtime ticks (100 MHz); on the software agent its event order, not time.\n"
+
 /* --timeline FILE: FILE ends in .csv or .json and its directory exists and is writable (nothing
  * is created until bench_tl_write). 1, or 0 with c refused. */
 int bench_tl_arg(cli *c, const char **path);
