@@ -7,6 +7,7 @@
 
 #include "helpers.h"
 #include "hm_ffn_group.h"
+#include "hm_layer_group.h"
 
 #define TP 2u
 #define ROWS 7u
@@ -133,6 +134,69 @@ START_TEST(ffn_timeline) {
 }
 END_TEST
 
+/* One rank's timeline of kernel `kernel`: complete, in order, named as the kernel runs its stages,
+ * every task of a stage on exactly one CTA. */
+static void expect_complete(const hm_timeline *tl, const char *kernel, const char *const *names, uint32_t slots) {
+  ck_assert_msg(hm_timeline_check(tl) == HM_OK, "%s", hm_errmsg());
+  ck_assert_str_eq(tl->kernel, kernel);
+  ck_assert_uint_eq(tl->slots, slots);
+  for (uint32_t s = 0; s < slots; s++) {
+    ck_assert_str_eq(tl->names[s], names[s]);
+    uint32_t sum = 0;
+    for (uint32_t c = 0; c < tl->ctas; c++) sum += hm_timeline_tasks(tl, c, s);
+    ck_assert_uint_eq(sum, tl->stamps[s].n == EVERY ? tl->ctas : tl->stamps[s].n);
+  }
+}
+
+/* A whole layer step (tiny layer 3 at TP 2, 3 rows) with the layer's run config asking for it: K1's
+ * and K2's timelines on every rank, complete and in their stage order; K2's FFN stages placed as the
+ * FFN launch places them, after its four attention-back stages. */
+START_TEST(layer_k1_k2_timeline) {
+  static const char *const k1_names[] = {"start", "seam_slice", "seam_norm", "seam_gate", "key_table", "wqkv", "qkv",
+                                         "wq_b"};
+  hm_runtime *rt = tl_open_sim();
+  hm_layer_config cfg = tl_config("tiny", 3, 0, 0);
+  uint32_t parts = HM_WPART_ATTN | HM_WPART_FFN;
+  ck_assert(!hm_config_has(&cfg, HM_ROLE_INDEX_SOURCE));
+  if (hm_config_has(&cfg, HM_ROLE_ENGRAM)) parts |= HM_WPART_ENGRAM;
+  hm_layer_weights w[TP];
+  tl_build_group(&cfg, TP, 43, parts, w);
+  hm_gen gen;
+  ck_assert_int_eq(hm_gen_init(&gen, &cfg, 43), HM_OK);
+  hm_source table = hm_gen_source(&gen);
+  hm_ffn_config run = {.min_cus = 1, .reduced_experts = true, .timeline = true};
+  hm_layer_group *g;
+  ck_assert_msg(hm_layer_group_create(rt, w, TP, &run, NULL, &g) == HM_OK, "%s", hm_errmsg());
+  hm_gen_step step;
+  ck_assert_int_eq(hm_gen_step_make(&cfg, 3, 1, 200, 43, &step), HM_OK);
+  step.in.engram_table = &table;
+  ck_assert_msg(hm_layer_group_step(g, &step.in, 1, NULL, NULL) == HM_OK, "%s", hm_errmsg());
+  struct stage st[16];
+  const uint32_t nffn = ffn_stages(&cfg, &w[0].dims, 3, st);
+  const char *k2_names[16] = {"start", "split", "combine", "wo_a", "wo_b"};
+  for (uint32_t s = 2; s < nffn; s++) k2_names[3 + s] = st[s].name; /* from the slice on: no push */
+  for (uint32_t r = 0; r < TP; r++) {
+    hm_layer *l = hm_layer_group_rank(g, r);
+    hm_timeline k1, k2;
+    ck_assert_msg(hm_k1_timeline(hm_layer_k1(l), &k1) == HM_OK, "%s", hm_errmsg());
+    expect_complete(&k1, "k1", k1_names, 8);
+    ck_assert_uint_eq(k1.stamps[1].n, cfg.hidden / 32); /* the seam's slices */
+    ck_assert_msg(hm_ffn_timeline(hm_layer_k2(l), &k2) == HM_OK, "%s", hm_errmsg());
+    expect_complete(&k2, "k2", k2_names, nffn + 3);
+    for (uint32_t s = 2; s < nffn; s++)
+      if (st[s].n && st[s].n != EVERY)
+        ck_assert_msg(k2.stamps[3 + s].n == st[s].n && k2.stamps[3 + s].base == st[s].base,
+                      "K2 %s: %u tasks from %u, want %u from %u", st[s].name, k2.stamps[3 + s].n,
+                      k2.stamps[3 + s].base, st[s].n, st[s].base);
+  }
+  hm_gen_step_free(&step);
+  hm_layer_group_destroy(g);
+  hm_gen_free(&gen);
+  tl_free_group(w, TP);
+  hm_runtime_close(rt);
+}
+END_TEST
+
 /* The library's own check refuses a CTA that never stamped and stamps that go back in time. */
 START_TEST(check_refuses) {
   static const char *const names[] = {"start", "a", "b"};
@@ -157,6 +221,7 @@ Suite *hm_test_suite(void) {
   TCase *tc = tcase_create("timeline");
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, ffn_timeline);
+  tcase_add_test(tc, layer_k1_k2_timeline);
   tcase_add_test(tc, check_refuses);
   suite_add_tcase(s, tc);
   return s;

@@ -10,6 +10,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* Everything left in f, as a malloc'd string. */
+static char *read_all(FILE *f) {
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap);
+  for (size_t r; (r = fread(buf + n, 1, cap - 1 - n, f)) > 0;) {
+    n += r;
+    if (n + 1 == cap) buf = realloc(buf, cap *= 2);
+  }
+  buf[n] = 0;
+  return buf;
+}
+
 /* Run `[env] hsa-mono-bench args` through the shell; stdout (and stderr, appended) into out (caller
  * frees); the exit status. */
 static int run_bench(const char *env, const char *args, char **out) {
@@ -19,13 +31,7 @@ static int run_bench(const char *env, const char *args, char **out) {
   snprintf(cmd, sizeof cmd, "%s %s %s 2>&1", env ? env : "", bin, args);
   FILE *p = popen(cmd, "r");
   ck_assert_ptr_nonnull(p);
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  for (size_t r; (r = fread(buf + n, 1, cap - 1 - n, p)) > 0;) {
-    n += r;
-    if (n + 1 == cap) buf = realloc(buf, cap *= 2);
-  }
-  buf[n] = 0;
+  char *buf = read_all(p);
   fputs(buf, stderr); /* the test log shows what the tool printed */
   int st = pclose(p);
   *out = buf;
@@ -230,13 +236,7 @@ END_TEST
 static char *slurp(const char *path) {
   FILE *f = fopen(path, "r");
   ck_assert_msg(f != NULL, "%s was not written", path);
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  for (size_t r; (r = fread(buf + n, 1, cap - 1 - n, f)) > 0;) {
-    n += r;
-    if (n + 1 == cap) buf = realloc(buf, cap *= 2);
-  }
-  buf[n] = 0;
+  char *buf = read_all(f);
   fclose(f);
   return buf;
 }
@@ -245,6 +245,18 @@ static unsigned count(const char *s, const char *what) {
   unsigned n = 0;
   for (const char *p = s; (p = strstr(p, what)); p += strlen(what)) n++;
   return n;
+}
+
+/* `hsa-mono-bench args --timeline dir/file` on the software agent, dir made from its template (path:
+ * dir/file, 96 bytes): exit 0 and the output saying the stamps are event order; the output. */
+static char *run_timeline(const char *args, char *dir, const char *file, char *path) {
+  char cmd[256], *out;
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(path, 96, "%s/%s", dir, file);
+  snprintf(cmd, sizeof cmd, "%s --timeline %s", args, path);
+  ck_assert_int_eq(run_bench("HSAMONO_RUNTIME=sim", cmd, &out), 0);
+  ck_assert_ptr_nonnull(strstr(out, "event order, not time"));
+  return out;
 }
 
 /* --timeline on the FFN bench (tiny layer 3, TP 2, 3 rows): the CSV read back has a record for every
@@ -257,12 +269,8 @@ START_TEST(ffn_timeline_files) {
   static const char *const order[] = {"push", "slice", "gate", "norm", "router", "route",
                                       "shared", "route_table", "gate_up", "down", "reduce"};
   enum { NST = sizeof order / sizeof *order };
-  char dir[] = "/tmp/hm-bench-XXXXXX", args[256], path[96], *out;
-  ck_assert_ptr_nonnull(mkdtemp(dir));
-  snprintf(path, sizeof path, "%s/t.csv", dir);
-  snprintf(args, sizeof args, "ffn --config tiny --tp 2 --rows 3 --steps 1 --timeline %s", path);
-  ck_assert_int_eq(run_bench("HSAMONO_RUNTIME=sim", args, &out), 0);
-  ck_assert_ptr_nonnull(strstr(out, "event order, not time"));
+  char dir[] = "/tmp/hm-bench-XXXXXX", path[96];
+  char *out = run_timeline("ffn --config tiny --tp 2 --rows 3 --steps 1", dir, "t.csv", path);
   unsigned grid = 0;
   ck_assert_int_eq(sscanf(strstr(out, "# grid "), "# grid %u CTAs", &grid), 1);
   ck_assert(grid >= 2 && grid <= 64);
@@ -322,13 +330,8 @@ END_TEST
 /* --timeline FILE.json on K1 (tiny layer 3, TP 2, 1 row): JSON with the clock named, a record a CTA
  * and stage, K1's stages; nothing else written. */
 START_TEST(k1_timeline_json) {
-  char dir[] = "/tmp/hm-bench-XXXXXX", args[256], path[96], *out;
-  ck_assert_ptr_nonnull(mkdtemp(dir));
-  snprintf(path, sizeof path, "%s/k.json", dir);
-  snprintf(args, sizeof args, "k1 --config tiny --tp 2 --rows 1 --steps 1 --timeline %s", path);
-  ck_assert_int_eq(run_bench("HSAMONO_RUNTIME=sim", args, &out), 0);
-  ck_assert_ptr_nonnull(strstr(out, "event order, not time"));
-  free(out);
+  char dir[] = "/tmp/hm-bench-XXXXXX", path[96];
+  free(run_timeline("k1 --config tiny --tp 2 --rows 1 --steps 1", dir, "k.json", path));
   char *js = slurp(path);
   ck_assert(!strncmp(js, "{\"clock\": \"event order\"", 23));
   ck_assert_uint_eq(count(js, "{"), count(js, "}"));
