@@ -217,12 +217,10 @@ START_TEST(check_refuses) {
 END_TEST
 
 Suite *hm_test_suite(void) {
-  Suite *s = suite_create("timeline");
-  TCase *tc = tcase_create("timeline");
-  tcase_set_timeout(tc, 600);
-  tcase_add_test(tc, ffn_timeline);
-  tcase_add_test(tc, layer_k1_k2_timeline);
-  tcase_add_test(tc, check_refuses);
-  suite_add_tcase(s, tc);
-  return s;
+  const tl_case tests[] = {
+      {"ffn_timeline", ffn_timeline},
+      {"layer_k1_k2_timeline", layer_k1_k2_timeline},
+      {"check_refuses", check_refuses},
+  };
+  return TL_SUITE("timeline", tests, 600);
 }

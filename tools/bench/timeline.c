@@ -17,7 +17,8 @@ struct tl_rec {
 struct tl_group {
   char launch[48];
   const char *kernel;
-  uint32_t rank, ctas;
+  const char *const *names; /* the kernel's stages in program order */
+  uint32_t rank, ctas, slots;
   size_t first, n;
 };
 
@@ -68,7 +69,8 @@ hm_status bench_tl_add(bench_tl *t, const char *launch, uint32_t rank, const hm_
   t->capgroups = (uint32_t)capg;
   struct tl_group *g = &t->groups[t->ngroups];
   snprintf(g->launch, sizeof g->launch, "%s", launch);
-  g->kernel = tl->kernel, g->rank = rank, g->ctas = tl->ctas, g->first = t->nrecs, g->n = 0;
+  g->kernel = tl->kernel, g->names = tl->names, g->rank = rank, g->ctas = tl->ctas, g->slots = tl->slots;
+  g->first = t->nrecs, g->n = 0;
   for (uint32_t c = 0; c < tl->ctas; c++)
     for (uint32_t k = 1; k < tl->slots; k++) {
       uint32_t tasks = hm_timeline_tasks(tl, c, k);
@@ -127,10 +129,12 @@ static int write_json(const bench_tl *t, FILE *f) {
 
 static const char *const palette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
                                       "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939",
-                                      "#8c6d31", "#843c39", "#7b4173", "#3182bd"};
+                                      "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d", "#31a354",
+                                      "#756bb1", "#636363", "#fdae6b", "#a1d99b", "#9ecae1", "#fa9fb5"};
+/* 24: K2's 14 stages and K1's 7 each get their own */
 #define NPALETTE (sizeof palette / sizeof *palette)
 
-/* A stage's colour: the stages in the order first seen, a colour each (the names repeat across the
+/* A stage's colour: the stages in the kernels' order, a colour each (the names repeat across the
  * kernels: K2's FFN stages are coloured as the FFN launch's). */
 static uint32_t stage_colour(const char **seen, uint32_t *nseen, const char *stage) {
   for (uint32_t i = 0; i < *nseen; i++)
@@ -142,7 +146,8 @@ static uint32_t stage_colour(const char **seen, uint32_t *nseen, const char *sta
 static int write_svg(const bench_tl *t, FILE *f) {
   const char *seen[2 * NPALETTE];
   uint32_t nseen = 0;
-  for (size_t i = 0; i < t->nrecs; i++) stage_colour(seen, &nseen, t->recs[i].stage);
+  for (uint32_t g = 0; g < t->ngroups; g++)
+    for (uint32_t k = 1; k < t->groups[g].slots; k++) stage_colour(seen, &nseen, t->groups[g].names[k]);
   const uint32_t legend_rows = (nseen + 7) / 8;
   uint64_t lanes = 0;
   for (uint32_t g = 0; g < t->ngroups; g++) lanes += t->groups[g].ctas;
