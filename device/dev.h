@@ -17,6 +17,7 @@
 #define HM_DEV_H
 
 #include "dev_persist.h"
+#include "dev_timeline.h"
 #include "dev_types.h"
 #include "formats.h"
 
@@ -510,6 +511,25 @@ DEV_INLINE u32 dev_persist_arrive(__global struct hm_dev_persist *p, __local u32
   }
   if (!(DEV_PERSIST_SKIP & DEV_PERSIST_SKIP_BARRIER)) dev_barrier();
   return *slot;
+}
+
+/* The timeline's stamp (dev_timeline.h): the clock is s_memrealtime on a GPU and, on the software
+ * agent, its global event counter, which orders the stamps of every CTA but measures no time. `tl`
+ * is the launch's argument, re-read at every stamp rather than held in registers through the launch,
+ * so with it 0 (the default) a stamp costs a scalar load and a branch. */
+#if defined(DEV_GPU)
+DEV_INLINE u64 dev_tl_clock(void) { return __builtin_amdgcn_s_memrealtime(); }
+#else
+DEV_INLINE u64 dev_tl_clock(void) { return dev_host->event(); }
+#endif
+DEV_INLINE void dev_tl_stamp(u64 tl, u32 slot, u32 n, u32 base) {
+  if (tl == 0) return;
+  if (dev_lid() == 0) {
+    __global struct hm_tl_stamp *p = (__global struct hm_tl_stamp *)tl + (u64)dev_cta() * DEV_TL_SLOTS + slot;
+    p->n = n;
+    p->base = base;
+    p->t = dev_tl_clock();
+  }
 }
 
 /* ---------------------------------------------------------------- hardware math */

@@ -7,7 +7,7 @@
 
 /* Bumped whenever the table below changes; the agent refuses a kernel object built
  * against another version (the object exports dev_host_abi). */
-#define DEV_HOST_ABI 1
+#define DEV_HOST_ABI 2
 
 /* Memory scopes and orders, numbered the same on both sides of the table. */
 enum dev_scope { DEV_HOST_SCOPE_WG = 1, DEV_HOST_SCOPE_AGENT = 2, DEV_HOST_SCOPE_SYSTEM = 3 };
@@ -115,6 +115,9 @@ struct dev_host_ops {
   void (*poll_wait)(u32 round);
   void (*poll_done)(void);
   u64 (*realtime)(void);
+  /* the agent's event counter: each call returns a larger number than any before it (the
+   * timeline's clock, dev_timeline.h) */
+  u64 (*event)(void);
   void (*sleep)(u32 units);
   /* ends the dispatch with an error naming the kernel and the work-item */
   void (*trap)(const char *why);

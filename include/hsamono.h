@@ -15,6 +15,7 @@
 #include "hm_weights.h"
 #include "hm_safetensors.h"
 #include "hm_ref.h"
+#include "hm_timeline.h"
 #include "hm_ffn.h"
 #include "hm_ffn_group.h"
 #include "hm_k1.h"

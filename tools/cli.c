@@ -1,9 +1,12 @@
 /* tools/cli.c: the tools' option parsing (cli.h): strict numbers, one-line reasons, usage on stderr.
  * strtol alone accepts "2x", " 2" and an overflow as numbers; every tool parses through here instead. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -159,6 +162,40 @@ int cli_word(cli *c, const char *const *words, const char **out) {
     k += (unsigned)snprintf(list + k, sizeof list - k, "%s%s", i == 0 ? "" : i + 1 == n ? " or " : ", ", words[i]);
   refuse(c, "%s '%s': must be %s", c->opt, optarg, list);
   return 0;
+}
+
+int cli_out_path(cli *c, const char *const *endings, const char **out) {
+  const size_t len = strlen(optarg);
+  const char *slash = strrchr(optarg, '/');
+  const char *base = slash ? slash + 1 : optarg;
+  bool ends = false;
+  char list[128] = "";
+  unsigned n = 0, k = 0;
+  for (; endings[n]; n++) {
+    size_t e = strlen(endings[n]);
+    if (len > e && strlen(base) > e && !strcmp(optarg + len - e, endings[n])) ends = true;
+  }
+  for (unsigned i = 0; i < n && k < sizeof list; i++)
+    k += (unsigned)snprintf(list + k, sizeof list - k, "%s%s", i == 0 ? "" : i + 1 == n ? " or " : ", ", endings[i]);
+  if (!ends) {
+    refuse(c, "%s '%s': must be a file name ending in %s", c->opt, optarg, list);
+    return 0;
+  }
+  char dir[4096];
+  if (!slash) snprintf(dir, sizeof dir, ".");
+  else if (slash == optarg) snprintf(dir, sizeof dir, "/");
+  else snprintf(dir, sizeof dir, "%.*s", (int)(slash - optarg), optarg);
+  struct stat st;
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    refuse(c, "%s '%s': no directory '%s'", c->opt, optarg, dir);
+    return 0;
+  }
+  if (access(dir, W_OK | X_OK) != 0) {
+    refuse(c, "%s '%s': directory '%s' is not writable", c->opt, optarg, dir);
+    return 0;
+  }
+  *out = optarg;
+  return 1;
 }
 
 int cli_end(cli *c, int argc, char **argv) {

@@ -44,6 +44,10 @@ int cli_range(cli *c, long lo, long hi, long *a, long *b);
 /* optarg as one of the NULL-terminated words ("--config 'big': must be v41-flash or tiny"). */
 int cli_word(cli *c, const char *const *words, const char **out);
 
+/* optarg as the name of a file to write: it ends in one of the NULL-terminated endings (".csv") with
+ * a name before it, and its directory exists and is writable ("--timeline 'x.txt': must end in .csv
+ * or .json"). Nothing is created. */
+int cli_out_path(cli *c, const char *const *endings, const char **out);
 /* The end of the options: a word left over is refused ("unexpected argument 'x'"). After any refusal
  * prints the usage on stderr and returns 1 (the command exits CLI_EXIT_MISUSE); 0 for a command line
  * that parsed. */

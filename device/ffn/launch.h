@@ -30,9 +30,12 @@ DEV_INLINE void ffn_begin(struct ffn_ctx *c, DEV_ARGSPACE const struct ffn_args 
 }
 
 /* The stages from the attention output's all-reduce to the layer's outputs. push: this rank's
- * wo_b part goes out first (the FFN launch; K2's wo_b tasks have pushed their rows already). */
-DEV_INLINE void ffn_stages(struct ffn_ctx *c_, __local struct ffn_lds *lds, u32 push) {
+ * wo_b part goes out first (the FFN launch; K2's wo_b tasks have pushed their rows already).
+ * tl_slot: the timeline slot of the first stage run here (the push, else the slice). */
+DEV_INLINE void ffn_stages(struct ffn_ctx *c_, __local struct ffn_lds *lds, u32 push, u32 tl_slot) {
   struct ffn_ctx c = *c_;
+  /* each stage's end stamped into the timeline slot after the one before (dev_timeline.h) */
+#define FFN_TL(n, base) dev_tl_stamp(c.a->timeline, tl_slot++, (n), (base))
   /* Stages in program order (placements: spec/mono.md §3.1). Each stage and each task starts with
    * ffn_next_stage, which keeps the argument loads it makes inside it (see ffn.h); the stage's
    * task count and first CTA are computed there too, not held from the kernel's start. */
@@ -46,6 +49,7 @@ DEV_INLINE void ffn_stages(struct ffn_ctx *c_, __local struct ffn_lds *lds, u32 
       call;                                \
       c.ok = t_.ok;                        \
     }                                      \
+    FFN_TL(n_, b_);                        \
   }
 #define S_ (c.a->S)
 #define NS_ ffn_ns(&c)
@@ -57,6 +61,7 @@ DEV_INLINE void ffn_stages(struct ffn_ctx *c_, __local struct ffn_lds *lds, u32 
     struct ffn_ctx t_ = c;
     ffn_next_stage(&t_);
     ffn_push_parts(&t_);
+    FFN_TL(DEV_TL_EVERY, 0u);
   }
   FFN_STAGE(j, NS_, 0u, ffn_slice(&t_, lds, j))
   FFN_STAGE(t, S_, NS_, ffn_gate(&t_, lds, t))
@@ -68,11 +73,13 @@ DEV_INLINE void ffn_stages(struct ffn_ctx *c_, __local struct ffn_lds *lds, u32 
   FFN_STAGE(task, ffn_shared_tasks(&c), SHARED0, ffn_shared_task(&t_, lds, task))
   ffn_next_stage(&c);
   ffn_route_table(&c, lds);
+  FFN_TL(DEV_TL_EVERY, 0u);
   FFN_STAGE(u, ffn_ug_units(&c, lds), SHARED0 + ffn_shared_tasks(&c), ffn_ug_unit(&t_, lds, u))
   FFN_STAGE(rt, ffn_down_tasks(&c), 0u, ffn_down_task(&t_, lds, rt))
   /* the MoE output's all-reduce */
   FFN_STAGE(j, NS_, 0u, ffn_reduce(&t_, j))
 #undef FFN_STAGE
+#undef FFN_TL
 #undef S_
 #undef NS_
 #undef ROUTER0

@@ -61,6 +61,7 @@ struct ffn_args {
   struct hm_ffn_scratch_layout L; /* their layout (ffn_scratch_layout, computed by the host) */
   u64 epoch;    /* this runner's epoch buffer (device/epoch.h) */
   u64 persist;  /* struct hm_dev_persist: the persistent launch's arrival line */
+  u64 timeline; /* struct hm_tl_stamp [grid][DEV_TL_SLOTS] (dev_timeline.h), or 0: no stamps */
   /* the peers (device/ar.h) */
   struct hm_ar_link link; /* the arena table, the status word, the bound of a wait on a peer */
   u64 region_attn;     /* byte offset in a half of the attention output's all-reduce inboxes */
@@ -72,7 +73,7 @@ struct ffn_args {
   f32 route_scale, swiglu_limit;
   u32 pad[1];
 };
-DEV_ARGS_CHECK(ffn_args, 576);
+DEV_ARGS_CHECK(ffn_args, 584);
 
 /* Token tiles of the GEMVs (the router's and the shared expert's passes): 16 tokens a 16x16 tile on
  * gfx950, 6 on gfx942 (spec/mono.md §1.1 TILE: its 64 KB of LDS). The host, built for both, sizes

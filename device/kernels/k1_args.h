@@ -73,7 +73,8 @@ struct k1_args {
   u32 Q, H, swa_block;
   u32 index_build;    /* 1: x_out / qr_out, no key table */
   u32 advance;        /* 1: K1 ends the epoch itself (no K2 on this epoch buffer) */
-  u32 pad[3];
+  u32 pad[1];
+  u64 timeline;       /* struct hm_tl_stamp [grid][DEV_TL_SLOTS] (dev_timeline.h), or 0: no stamps */
 };
 DEV_ARGS_CHECK(k1_args, 504);
 

@@ -14,6 +14,8 @@ DEV_KERNEL(k2, struct k2_args, 512) {
    * tag 2e + 2 (K1 of this step tagged 2e + 1 on the same epoch buffer), the peers' deadline */
   struct ffn_ctx c;
   ffn_begin(&c, &DEV_ARGS_PTR(struct k2_args)->ffn, &lds->f);
+  u32 tl_ = 0u; /* the timeline's slot (dev_timeline.h): 0 the start, then a stage each */
+  dev_tl_stamp(c.a->timeline, tl_, DEV_TL_EVERY, 0u);
 
   /* The attention back's stages in program order (placements: spec/mono.md §3.1), each waiting
    * only on earlier ones, then the FFN launch's from the seam's slices on (wo_b has pushed). */
@@ -26,6 +28,7 @@ DEV_KERNEL(k2, struct k2_args, 512) {
       ffn_next_stage(&t_);                \
       call;                               \
     }                                     \
+    dev_tl_stamp(c.a->timeline, ++tl_, n_, b_); \
   }
 #define NSPLIT_ k2_split_units(&c)
 #define NCOMB_ k2_comb_units(&c)
@@ -42,6 +45,6 @@ DEV_KERNEL(k2, struct k2_args, 512) {
    * of the reduction buffers before the seam's use of the LDS */
   dev_wait_stores();
   dev_barrier();
-  ffn_stages(&c, &lds->f, 0u);
+  ffn_stages(&c, &lds->f, 0u, tl_ + 1u);
   ffn_end(&c, &lds->f);
 }

@@ -396,6 +396,9 @@ static void *op_lds(u32 bytes) {
 }
 
 static u64 op_realtime(void) { return sim_now_ns() / 10; } /* 100 MHz, as s_memrealtime */
+/* the timeline's clock: an order of events across the agent's CTAs (from 1: 0 is "not stamped") */
+static u64 sim_events;
+static u64 op_event(void) { return __atomic_add_fetch(&sim_events, 1, __ATOMIC_RELAXED); }
 
 static void op_poll_wait(u32 round) {
   sim_check_abort();
@@ -464,6 +467,7 @@ const struct dev_host_ops sim_dev_ops = {
     .poll_wait = op_poll_wait,
     .poll_done = op_poll_done,
     .realtime = op_realtime,
+    .event = op_event,
     .sleep = op_sleep,
     .trap = op_trap,
 };

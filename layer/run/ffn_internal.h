@@ -6,6 +6,7 @@
 #include "hm_ffn.h"
 #include "kernels/ffn_args.h"
 #include "kernels/k2_args.h"
+#include "timeline_internal.h"
 
 /* What a runner launches: the FFN launch alone (its step is hm_layer_ffn), or K2, the same stages
  * with the attention back in front (hm_k2_step). One runner, so creation, mailboxes, steps and
@@ -63,6 +64,7 @@ struct hm_ffn {
   void **recorded;       /* kernargs of recorded steps, freed with the launch */
   uint32_t nrecorded, caprecorded;
   uint32_t owners;       /* layers it is a part of: hm_ffn_destroy refuses while any */
+  struct hm_tl_buf tl;   /* the per-CTA timeline (hm_ffn_config.timeline), else empty */
 };
 
 /* How many of its recorded steps' arguments chains still hold. */

@@ -24,6 +24,7 @@ static hm_status teardown(hm_ffn *f, hm_status s) {
   if (f->epoch) hm_mem_free(f->rt, f->epoch);
   if (f->status) hm_mem_free(f->rt, f->status);
   if (f->persist) hm_mem_free(f->rt, f->persist);
+  hm_tl_free(f->rt, &f->tl);
   if (f->done.handle) hm_signal_destroy(f->rt, f->done);
   free(f);
   return s;
@@ -101,7 +102,8 @@ static hm_status open_runner(hm_heap *heap, const hm_layer_weights *w, const hm_
   if ((s = hm_mem_alloc(a, HM_POOL_COARSE, DEV_EPOCH_BYTES, 0, (void **)&f->epoch)) ||
       (s = hm_mem_fill(f->rt, f->epoch, 0, DEV_EPOCH_WORDS)) ||
       (s = hm_mem_alloc(a, HM_POOL_HOST, 64, 0, (void **)&f->status)) || (s = hm_persist_new(a, &f->persist)) ||
-      (s = hm_kernarg_new(a, &zero, sizeof zero, &f->kernarg)) || (s = hm_signal_create(f->rt, 0, &f->done)))
+      (s = hm_kernarg_new(a, &zero, sizeof zero, &f->kernarg)) || (s = hm_signal_create(f->rt, 0, &f->done)) ||
+      (cfg && cfg->timeline && (s = hm_tl_alloc(a, f->grid, launch, &f->tl))))
     return teardown(f, s);
   *f->status = 0;
   hm_heap_retain(heap); /* its regions and arena table are the heap's */
@@ -243,7 +245,7 @@ void hm_ffn_fill_args(const hm_ffn *f, const hm_ffn_io *io, struct ffn_args *a) 
   a->out = (uintptr_t)io->out;
   a->scratch = scr;
   a->L = wd->layout;
-  a->epoch = (uintptr_t)f->epoch, a->persist = (uintptr_t)f->persist;
+  a->epoch = (uintptr_t)f->epoch, a->persist = (uintptr_t)f->persist, a->timeline = (uintptr_t)f->tl.stamps;
   a->region_attn = f->region_attn, a->region_ffn = f->region_ffn;
   a->S = io->rows, a->D = c->hidden, a->E = c->experts, a->topk = c->topk;
   a->I = f->mid_cols, a->Ir = f->dims.inter, a->Sh = f->dims.shared_inter;
@@ -294,6 +296,7 @@ static hm_status launch(hm_ffn *f, hm_queue *q, enum ffn_step step, uint32_t row
   if ((s = link_args(f, f->kernarg))) return s;
   /* the step's header, which the peers compare with theirs while they wait */
   if ((s = hm_heap_step_begin(f->heap, step == FFN_STEP_K2 ? HM_STEP_K2 : HM_STEP_FFN, f->cfg.layer, rows))) return s;
+  hm_tl_arm(&f->tl, step == FFN_STEP_K2 ? HM_TL_K2 : HM_TL_FFN, true);
   hm_signal_store(f->rt, f->done, 1);
   hm_dispatch d = {.kernel = f->kernel[step], .ctas = f->grid, .kernarg = f->kernarg, .barrier = true,
                    .completion = f->done};
@@ -345,7 +348,13 @@ hm_status hm_ffn_append(hm_ffn *f, hm_chain *c, enum ffn_step step, uint32_t row
     return s;
   }
   f->recorded[f->nrecorded++] = k;
+  hm_tl_arm(&f->tl, step == FFN_STEP_K2 ? HM_TL_K2 : HM_TL_FFN, false); /* its replays stamp */
   return HM_OK;
+}
+
+hm_status hm_ffn_timeline(hm_ffn *f, hm_timeline *out) {
+  if (!f) return hm_fail(HM_ERR_INVALID_ARG, "hm_ffn_timeline: NULL runner");
+  return hm_tl_view(&f->tl, hm_runtime_is_sim(f->rt), "hm_ffn_timeline", out);
 }
 
 hm_status hm_layer_ffn(hm_ffn *f, hm_queue *q, const hm_ffn_io *io) {

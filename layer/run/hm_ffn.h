@@ -8,6 +8,7 @@
 
 #include "hm_collectives.h"
 #include "hm_hsa.h"
+#include "hm_timeline.h"
 #include "hm_weights.h"
 
 #ifdef __cplusplus
@@ -25,6 +26,9 @@ typedef struct hm_ffn_config {
   /* §5.2.4 fixes the routing at (384, 6), draft (128, 3), for DeepSeek-V4.1-Flash; a test or
    * benchmark build with fewer experts (hm_config_set_experts) must say so here */
   bool reduced_experts;
+  /* a per-CTA timeline of every step (hm_timeline.h; hm_ffn_timeline, hm_k1_timeline read it):
+   * false, the default, allocates nothing and the kernels stamp nothing */
+  bool timeline;
   /* The step's bounds (docs/api.md, "Bounds"), each 0 for its default, ordered so the first to
    * expire names the root cause: arrival (the persistent grid resident and started; 0: 10 s) <
    * the software agent's watchdog (a kernel without progress, not counting waits on peers;
@@ -46,6 +50,11 @@ hm_status hm_ffn_create(hm_heap *heap, const hm_layer_weights *w, const hm_ffn_c
  * a recorded step still in a chain (hm_chain_destroy first), a K1 on its epoch buffer (K2). The
  * runner holds its heap until then (hm_heap_destroy refuses). */
 hm_status hm_ffn_destroy(hm_ffn *f);
+
+/* The last step's per-CTA timeline (the FFN launch's, or K2's on a K2 runner), valid until the
+ * runner's next step: HM_ERR_INVALID_ARG when the runner was created without
+ * hm_ffn_config.timeline or has not stepped. */
+hm_status hm_ffn_timeline(hm_ffn *f, hm_timeline *out);
 
 /* One step's tensors: the heap's agent's device memory (or the runtime's host memory), from
  * hm_mem_alloc, 4-byte aligned, each with room for rows x its shape from its address. Checked

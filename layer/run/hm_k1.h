@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "hm_hsa.h"
+#include "hm_timeline.h"
 #include "hm_weights.h"
 
 #ifdef __cplusplus
@@ -29,6 +30,9 @@ typedef struct hm_k1_config {
    * agent), and how long its persistent grid may take to arrive (0: 10 s; a layer passes its
    * hm_ffn_config's, docs/api.md "Bounds") */
   uint64_t step_timeout_ns, arrival_timeout_ns;
+  /* a per-CTA timeline of every step (hm_k1_timeline; a layer passes its hm_ffn_config's): false,
+   * the default, allocates nothing and the kernel stamps nothing */
+  bool timeline;
 } hm_k1_config;
 
 /* Binds rank w->rank of TP w->dims.tp's attention weights of one layer (hm_weights_build with the
@@ -42,6 +46,10 @@ hm_status hm_k1_create(hm_agent *a, const hm_layer_weights *w, const hm_k1_confi
  * or a recorded step still in a chain (hm_chain_destroy first). A K1 holds the runtime and the
  * shared epoch buffer it was given (its K2's destroy refuses) until then. */
 hm_status hm_k1_destroy(hm_k1 *k);
+
+/* The last step's per-CTA timeline (hm_timeline.h), valid until the runner's next step:
+ * HM_ERR_INVALID_ARG when it was created without hm_k1_config.timeline or has not stepped. */
+hm_status hm_k1_timeline(hm_k1 *k, hm_timeline *out);
 
 /* A paged fp8_ds_mla cache in the agent's memory: block b at base + b * block_stride, block_size
  * records a block (spec/mono.md §4.5). */

@@ -60,6 +60,8 @@ hm_status hm_k2_record(hm_k2 *k, hm_chain *c, const hm_k2_io *io);
 /* The epoch buffer K2 advances: K1 of the same layer and rank shares it (hm_k1_config.epoch), so
  * K1's tag 2e + 1 and K2's 2e + 2 belong to one step. */
 void *hm_k2_epoch(hm_k2 *k);
+/* K2's per-CTA timeline: hm_ffn_timeline (an hm_k2 is an hm_ffn runner), created with
+ * hm_ffn_config.timeline. */
 /* The arrival bound the runner resolved from its hm_ffn_config (K1 of the same layer takes it). */
 uint64_t hm_k2_arrival_timeout(const hm_k2 *k);
 

@@ -5,6 +5,7 @@
 
 #include "hm_k1.h"
 #include "kernels/k1_args.h"
+#include "timeline_internal.h"
 
 /* The bound weights, in the order of struct k1_args. */
 enum k1_tensor {
@@ -40,6 +41,7 @@ struct hm_k1 {
   void **recorded;       /* kernargs of recorded steps, freed with the runner */
   uint32_t nrecorded, caprecorded;
   uint32_t owners;       /* layers it is a part of: hm_k1_destroy refuses while any */
+  struct hm_tl_buf tl;   /* the per-CTA timeline (hm_k1_config.timeline), else empty */
 };
 
 /* How many of its recorded steps' arguments chains still hold. */

@@ -21,6 +21,7 @@ static hm_status teardown(hm_k1 *k, hm_status s) {
   if (k->kl_kernarg) hm_mem_free(k->rt, k->kl_kernarg);
   if (k->own_epoch) hm_mem_free(k->rt, k->own_epoch);
   if (k->persist) hm_mem_free(k->rt, k->persist);
+  hm_tl_free(k->rt, &k->tl);
   if (k->done.handle) hm_signal_destroy(k->rt, k->done);
   if (k->prog) hm_program_unload(k->prog);
   free(k);
@@ -67,7 +68,8 @@ hm_status hm_k1_create(hm_agent *a, const hm_layer_weights *w, const hm_k1_confi
   struct k1_args zero = {0};
   struct keylist_args kl_zero = {0};
   if ((s = hm_persist_new(a, &k->persist)) || (s = hm_kernarg_new(a, &zero, sizeof zero, &k->kernarg)) ||
-      (s = hm_kernarg_new(a, &kl_zero, sizeof kl_zero, &k->kl_kernarg)) || (s = hm_signal_create(k->rt, 0, &k->done)))
+      (s = hm_kernarg_new(a, &kl_zero, sizeof kl_zero, &k->kl_kernarg)) || (s = hm_signal_create(k->rt, 0, &k->done)) ||
+      (cfg && cfg->timeline && (s = hm_tl_alloc(a, k->grid, "K1", &k->tl))))
     return teardown(k, hm_fail_prefix(s, "K1"));
   /* last, so a failure above undoes nothing: the shared epoch's owner (K2) may not free it while
    * this K1 steps on it, nor may the runtime close under it */
@@ -288,7 +290,7 @@ static void fill_args(const hm_k1 *k, const hm_k1_io *io, struct k1_args *a) {
   a->qr_out = k->index_build ? (uintptr_t)io->qr_out : 0;
   a->scratch = scr;
   a->L = wd->layout;
-  a->epoch = (uintptr_t)k->epoch, a->persist = (uintptr_t)k->persist;
+  a->epoch = (uintptr_t)k->epoch, a->persist = (uintptr_t)k->persist, a->timeline = (uintptr_t)k->tl.stamps;
   a->Q = c->q_lora, a->H = k->dims.heads, a->swa_block = io->swa.block_size;
   a->index_build = k->index_build;
   /* with no K2 after it on this epoch buffer, nobody else would end the step's epoch */
@@ -311,6 +313,7 @@ hm_status hm_k1_step(hm_k1 *k, hm_queue *q, const hm_k1_io *io) {
   if ((s = check_queue(k, q, "K1 step")) || (s = hm_k1_prepare(k, io->rows))) return s;
   struct k1_args *a = k->kernarg;
   fill_args(k, io, a);
+  hm_tl_arm(&k->tl, HM_TL_K1, true);
   hm_signal_store(k->rt, k->done, 1);
   hm_dispatch d = {.kernel = k->kernel, .ctas = k->grid, .kernarg = k->kernarg, .barrier = true, .completion = k->done};
   d.acquire = d.release = HM_FENCE_SYSTEM;
@@ -344,7 +347,13 @@ hm_status hm_k1_record(hm_k1 *k, hm_chain *c, const hm_k1_io *io) {
     return s;
   }
   k->recorded[k->nrecorded++] = ka;
+  hm_tl_arm(&k->tl, HM_TL_K1, false); /* its replays stamp */
   return HM_OK;
+}
+
+hm_status hm_k1_timeline(hm_k1 *k, hm_timeline *out) {
+  if (!k) return hm_fail(HM_ERR_INVALID_ARG, "hm_k1_timeline: NULL runner");
+  return hm_tl_view(&k->tl, hm_runtime_is_sim(k->rt), "hm_k1_timeline", out);
 }
 
 hm_status hm_k1_keylist(hm_k1 *k, hm_queue *q, const hm_k1_io *io) {

@@ -137,7 +137,7 @@ hm_status hm_layer_create(hm_heap *heap, const hm_layer_weights *w, const hm_lay
   l->k2->owners++;
   hm_k1_config k1c = {.min_cus = l->opt.run.min_cus, .ctas = l->opt.run.ctas, .epoch = hm_k2_epoch(l->k2),
                       .step_timeout_ns = l->opt.run.step_timeout_ns,
-                      .arrival_timeout_ns = hm_k2_arrival_timeout(l->k2)};
+                      .arrival_timeout_ns = hm_k2_arrival_timeout(l->k2), .timeline = l->opt.run.timeline};
   if ((s = hm_k1_create(l->agent, w, &k1c, &l->k1))) goto fail;
   l->k1->owners++;
   for (int b = 0; b < L_COUNT; b++)

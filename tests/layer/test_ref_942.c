@@ -704,7 +704,8 @@ START_TEST(index_select_942) {
                         in->comp,
                         in->block_table,
                         in->bt_stride,
-                        in->comp.block_size};
+                        in->comp.block_size,
+                        NULL};
     int32_t topk[ROWS * HM_TOPK_ATTN];
     ck_assert_msg(hm_ref_select(s9, &a, topk) == HM_OK, "%s", hm_errmsg());
     hm_tensor *t = hm_tset_find(&tr, "k1.topk");

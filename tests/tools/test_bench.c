@@ -10,6 +10,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* Everything left in f, as a malloc'd string. */
+static char *read_all(FILE *f) {
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap);
+  for (size_t r; (r = fread(buf + n, 1, cap - 1 - n, f)) > 0;) {
+    n += r;
+    if (n + 1 == cap) buf = realloc(buf, cap *= 2);
+  }
+  buf[n] = 0;
+  return buf;
+}
+
 /* Run `[env] hsa-mono-bench args` through the shell; stdout (and stderr, appended) into out (caller
  * frees); the exit status. */
 static int run_bench(const char *env, const char *args, char **out) {
@@ -19,13 +31,7 @@ static int run_bench(const char *env, const char *args, char **out) {
   snprintf(cmd, sizeof cmd, "%s %s %s 2>&1", env ? env : "", bin, args);
   FILE *p = popen(cmd, "r");
   ck_assert_ptr_nonnull(p);
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  for (size_t r; (r = fread(buf + n, 1, cap - 1 - n, p)) > 0;) {
-    n += r;
-    if (n + 1 == cap) buf = realloc(buf, cap *= 2);
-  }
-  buf[n] = 0;
+  char *buf = read_all(p);
   fputs(buf, stderr); /* the test log shows what the tool printed */
   int st = pclose(p);
   *out = buf;
@@ -226,6 +232,123 @@ START_TEST(host_failed_callgrind) {
 }
 END_TEST
 
+/* A whole file into a malloc'd string (the test fails if it is missing). */
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "r");
+  ck_assert_msg(f != NULL, "%s was not written", path);
+  char *buf = read_all(f);
+  fclose(f);
+  return buf;
+}
+
+static unsigned count(const char *s, const char *what) {
+  unsigned n = 0;
+  for (const char *p = s; (p = strstr(p, what)); p += strlen(what)) n++;
+  return n;
+}
+
+/* `hsa-mono-bench args --timeline dir/file` on the software agent, dir made from its template (path:
+ * dir/file, 96 bytes): exit 0 and the output saying the stamps are event order; the output. */
+static char *run_timeline(const char *args, char *dir, const char *file, char *path) {
+  char cmd[256], *out;
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(path, 96, "%s/%s", dir, file);
+  snprintf(cmd, sizeof cmd, "%s --timeline %s", args, path);
+  ck_assert_int_eq(run_bench("HSAMONO_RUNTIME=sim", cmd, &out), 0);
+  ck_assert_ptr_nonnull(strstr(out, "event order, not time"));
+  return out;
+}
+
+/* --timeline on the FFN bench (tiny layer 3, TP 2, 3 rows): the CSV read back has a record for every
+ * CTA of both ranks and every stage it ran, in the kernel's order, each ending no earlier than it
+ * started and no earlier than the CTA's stage before; the steps every CTA runs on every CTA; the
+ * tasks of each stage add up to the launch's count (3 rows: gate, norm, route; 1024 hidden: 32
+ * slices, 64 down tasks) on each rank; the SVG beside it one lane a CTA and well nested; the output
+ * says the stamps are event order, not time. */
+START_TEST(ffn_timeline_files) {
+  static const char *const order[] = {"push", "slice", "gate", "norm", "router", "route",
+                                      "shared", "route_table", "gate_up", "down", "reduce"};
+  enum { NST = sizeof order / sizeof *order };
+  char dir[] = "/tmp/hm-bench-XXXXXX", path[96];
+  char *out = run_timeline("ffn --config tiny --tp 2 --rows 3 --steps 1", dir, "t.csv", path);
+  unsigned grid = 0;
+  ck_assert_int_eq(sscanf(strstr(out, "# grid "), "# grid %u CTAs", &grid), 1);
+  ck_assert(grid >= 2 && grid <= 64);
+  free(out);
+  char *csv = slurp(path);
+  char *line = strtok(csv, "\n");
+  ck_assert_str_eq(line, "launch,kernel,rank,cta,stage,tasks,start,end,clock");
+  int last[2][64];
+  unsigned long long prev_end[2][64];
+  unsigned sum[2][NST] = {{0}}, every[2][64] = {{0}}, nrec = 0;
+  memset(last, -1, sizeof last);
+  memset(prev_end, 0, sizeof prev_end);
+  while ((line = strtok(NULL, "\n"))) {
+    char launch[32], kernel[8], stage[16], clock[8];
+    unsigned rank, cta, tasks;
+    unsigned long long start, end;
+    ck_assert_msg(sscanf(line, "%31[^,],%7[^,],%u,%u,%15[^,],%u,%llu,%llu,%7s", launch, kernel, &rank, &cta, stage,
+                         &tasks, &start, &end, clock) == 9, "%s", line);
+    ck_assert_str_eq(launch, "ffn/rows=3");
+    ck_assert_str_eq(kernel, "ffn");
+    ck_assert_str_eq(clock, "event");
+    ck_assert_msg(rank < 2 && cta < grid && tasks >= 1, "%s", line);
+    int k = -1;
+    for (int i = 0; i < NST; i++)
+      if (!strcmp(stage, order[i])) k = i;
+    ck_assert_msg(k >= 0, "unknown stage: %s", line);
+    ck_assert_msg(k > last[rank][cta], "stage out of the kernel's order: %s", line);
+    ck_assert_msg(start < end && start >= prev_end[rank][cta], "%s", line);
+    last[rank][cta] = k, prev_end[rank][cta] = end;
+    sum[rank][k] += tasks;
+    every[rank][cta] += !strcmp(stage, "push") + !strcmp(stage, "route_table");
+    nrec++;
+  }
+  for (unsigned r = 0; r < 2; r++) {
+    for (unsigned c = 0; c < grid; c++) ck_assert_msg(every[r][c] == 2, "rank %u CTA %u: push or route_table missing", r, c);
+    static const unsigned want[NST] = {[1] = 32, [2] = 3, [3] = 3, [5] = 3, [9] = 64, [10] = 32};
+    for (unsigned k = 0; k < NST; k++)
+      if (want[k]) ck_assert_msg(sum[r][k] == want[k], "rank %u %s: %u tasks, want %u", r, order[k], sum[r][k], want[k]);
+    for (unsigned k = 0; k < NST; k++) ck_assert_uint_eq(sum[r][k], sum[0][k]);
+  }
+  free(csv);
+  char svgp[128];
+  snprintf(svgp, sizeof svgp, "%s.svg", path);
+  char *svg = slurp(svgp);
+  ck_assert(!strncmp(svg, "<svg ", 5) && strstr(svg, "</svg>\n") == svg + strlen(svg) - 7);
+  ck_assert_uint_eq(count(svg, "<g class=\"lane\""), 2 * grid);
+  ck_assert_uint_eq(count(svg, "<g "), count(svg, "</g>"));
+  ck_assert_uint_eq(count(svg, "<rect "), count(svg, "</rect>") + count(svg, "class=\"legend\""));
+  ck_assert_uint_eq(count(svg, "<title>"), nrec);
+  ck_assert_ptr_nonnull(strstr(svg, "event order, not time"));
+  for (unsigned k = 0; k < NST; k++) ck_assert_msg(count(svg, order[k]) > 0, "%s not in the legend", order[k]);
+  free(svg);
+  unlink(svgp), unlink(path), rmdir(dir);
+}
+END_TEST
+
+/* --timeline FILE.json on K1 (tiny layer 3, TP 2, 1 row): JSON with the clock named, a record a CTA
+ * and stage, K1's stages; nothing else written. */
+START_TEST(k1_timeline_json) {
+  char dir[] = "/tmp/hm-bench-XXXXXX", path[96];
+  free(run_timeline("k1 --config tiny --tp 2 --rows 1 --steps 1", dir, "k.json", path));
+  char *js = slurp(path);
+  ck_assert(!strncmp(js, "{\"clock\": \"event order\"", 23));
+  ck_assert_uint_eq(count(js, "{"), count(js, "}"));
+  ck_assert_uint_eq(count(js, "["), count(js, "]"));
+  unsigned recs = count(js, "{\"launch\": \"k1/rows=1\", \"kernel\": \"k1\"");
+  ck_assert_uint_eq(recs, count(js, "\"launch\""));
+  ck_assert_uint_ge(recs, 2 * 3); /* at least seam_slice, wqkv, wq_b a rank */
+  ck_assert_uint_gt(count(js, "\"stage\": \"wq_b\""), 0);
+  free(js);
+  char svgp[128];
+  snprintf(svgp, sizeof svgp, "%s.svg", path);
+  free(slurp(svgp));
+  unlink(svgp), unlink(path);
+  ck_assert_int_eq(rmdir(dir), 0); /* nothing else there */
+}
+END_TEST
+
 Suite *hm_test_suite(void) {
   Suite *s = suite_create("bench");
   TCase *tc = tcase_create("bench");
@@ -239,6 +362,8 @@ Suite *hm_test_suite(void) {
   tcase_add_test(tc, layer_model_bad_usage);
   tcase_add_test(tc, host_without_valgrind);
   tcase_add_test(tc, host_failed_callgrind);
+  tcase_add_test(tc, ffn_timeline_files);
+  tcase_add_test(tc, k1_timeline_json);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -125,6 +125,12 @@ static const struct bad bad[] = {
     {'b', "layer --seed -1", "--seed"}, {'b', "model --layers 3-2", "--layers"},
     {'b', "model --layers 0-43", "--layers"}, {'b', "model --layers 2,x", "--layers"}, {'b', "model --tp 1", "--tp"},
     {'b', "model --layers 2,43", "--layers"}, {'b', "model --config tiny --experts 3", "experts 3"},
+    /* --timeline FILE (issue 15): a .csv or .json name in a directory that exists (out is a file) */
+    {'b', FFN "--timeline t.txt", "'t.txt': must be a file name ending in .csv or .json"},
+    {'b', FFN "--timeline .csv", "'.csv': must be a file name ending in .csv or .json"},
+    {'b', FFN "--timeline nodir/t.csv", "'nodir/t.csv': no directory 'nodir'"},
+    {'b', K1 "--timeline out/t.json", "'out/t.json': no directory 'out'"},
+    {'b', LAYER "--timeline d/.json", "'d/.json': must be a file name"}, {'b', FFN "--timeline", "--timeline"},
     /* allreduce, sim, host (issue 16 finding 6: --rows without a value printed the usage on stdout) */
     {'b', "allreduce --rows", "--rows needs a value"}, {'b', "allreduce --rows 0", "--rows"},
     {'b', "allreduce --rows 4097", "--rows"}, {'b', "allreduce --tp 1", "--tp"}, {'b', "allreduce --tp 9", "--tp"},

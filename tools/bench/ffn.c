@@ -8,6 +8,7 @@
 #include "../ffn_tool.h"
 #include "../launch_tool.h"
 #include "bench.h"
+#include "timeline.h"
 #include "hm_config.h"
 #include "hm_ffn_group.h"
 #include "hm_ref.h"
@@ -18,6 +19,7 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: hsa-mono-bench ffn [--tp N] [--rows R[,R...]] [--config v41-flash|tiny] [--layer L]\n"
           "                          [--experts E --topk K] [--steps N] [--seed S] [--ctas G]\n"
+          "                          " BENCH_TL_USAGE "\n"
           "\n"
           "Runs the FFN launch of layer L (default 3) for a TP group (default 4) in this process, each rank\n"
           "on its own agent, `steps` steps (default 100 on a GPU, 2 on the software agent, after one\n"
@@ -27,11 +29,11 @@ static void usage(FILE *f) {
           "(7.2 TB/s measured). On the software agent the default build cuts the routed experts to 32\n"
           "(top-6) so a step takes seconds, not minutes; its times are CPU times, printed for the record,\n"
           "not GPU figures, and its grid is 8 CTAs a rank (--ctas G: another grid; a GPU's default is one\n"
-          "CTA a CU).\n");
+          "CTA a CU).\n" BENCH_TL_HELP);
 }
 
 int bench_ffn(int argc, char **argv) {
-  const char *model = "v41-flash";
+  const char *model = "v41-flash", *tlpath = NULL;
   long layer = 3, tp = 4, steps = 0, experts = -1, topk = 0, ctas = 0;
   unsigned long long seed = 1;
   uint32_t rows[MAX_ROWS_LIST] = {1, 8};
@@ -40,7 +42,7 @@ int bench_ffn(int argc, char **argv) {
                                        {"config", required_argument, 0, 'c'},  {"layer", required_argument, 0, 'l'},
                                        {"experts", required_argument, 0, 'e'}, {"topk", required_argument, 0, 'k'},
                                        {"steps", required_argument, 0, 'n'},   {"seed", required_argument, 0, 's'},
-                                       {"ctas", required_argument, 0, 'g'},
+                                       {"ctas", required_argument, 0, 'g'},    {"timeline", required_argument, 0, 'T'},
                                        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
   cli c = {.prog = "hsa-mono-bench ffn", .usage = usage};
   int o;
@@ -56,6 +58,7 @@ int bench_ffn(int argc, char **argv) {
       case 'n': cli_long(&c, 1, LAUNCH_TOOL_MAX_STEPS, &steps); break;
       case 's': cli_u64(&c, &seed); break;
       case 'g': cli_long(&c, 1, LAUNCH_TOOL_MAX_CTAS, &ctas); break;
+      case 'T': bench_tl_arg(&c, &tlpath); break;
       case 'h': usage(stdout); return 0;
     }
   }
@@ -79,9 +82,12 @@ int bench_ffn(int argc, char **argv) {
   int rc = CLI_EXIT_NOT_RUN;
   uint32_t built = 0;
   hm_ffn_group *g = NULL;
+  bench_tl *tl = NULL;
+  if (tlpath && !(tl = bench_tl_new(tlpath))) goto fail;
   if (launch_tool_weights(&cfg, (uint32_t)tp, seed, HM_WPART_FFN, w) != HM_OK) goto fail;
   built = (uint32_t)tp;
   hm_ffn_config fc = ffn_tool_launch(rt, reduced, ctas);
+  fc.timeline = tl != NULL;
   if (hm_ffn_group_create(rt, w, (uint32_t)tp, &fc, &g) != HM_OK) goto fail;
   printf("# grid %u CTAs x 512 work-items a rank\n", hm_ffn_grid(hm_ffn_group_rank(g, 0)));
   printf("%6s %12s %10s %12s %12s %12s %9s\n", "rows", "us/step", "experts", "bytes/rank", "floor_us@8.0",
@@ -113,6 +119,12 @@ int bench_ffn(int argc, char **argv) {
     hm_status st = ok ? hm_ffn_group_step(g, &in, 1, NULL, NULL) : HM_ERR_NO_MEMORY; /* warm-up: the width's mailboxes */
     if (!st) st = hm_ffn_group_step(g, &in, (uint32_t)steps, NULL, &ns);
     if (!st) st = hm_ffn_step_bytes(hm_ffn_group_rank(g, 0), S, &bytes, &ne);
+    for (uint32_t r = 0; !st && tl && r < (uint32_t)tp; r++) {
+      hm_timeline view;
+      char name[32];
+      snprintf(name, sizeof name, "ffn/rows=%u", S);
+      if (!(st = hm_ffn_timeline(hm_ffn_group_rank(g, r), &view))) st = bench_tl_add(tl, name, r, &view);
+    }
     for (uint32_t r = 0; r < 4; r++) free(parts[r]);
     free(res), free(post), free(comb), free(pre);
     if (st) goto fail;
@@ -120,11 +132,12 @@ int bench_ffn(int argc, char **argv) {
     printf("%6u %12.1f %10u %12llu %12.2f %12.2f %9.1f%s\n", S, ns / 1e3, ne, (unsigned long long)bytes, f8, f7,
            ns / 1e3 / f8, hm_runtime_is_sim(rt) ? "  (software agent: CPU time)" : "");
   }
-  rc = 0;
+  rc = tl && bench_tl_write(tl, "hsa-mono-bench ffn") ? CLI_EXIT_NOT_RUN : 0;
   goto done;
 fail:
   fprintf(stderr, "hsa-mono-bench ffn: %s\n", hm_errmsg());
 done:
+  bench_tl_free(tl);
   hm_ffn_group_destroy(g);
   for (uint32_t r = 0; r < built; r++) hm_weights_free(&w[r]);
   hm_runtime_close(rt);

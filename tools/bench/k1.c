@@ -7,6 +7,7 @@
 
 #include "../launch_tool.h"
 #include "bench.h"
+#include "timeline.h"
 #include "hm_config.h"
 #include "hm_k1_group.h"
 #include "hm_ref.h"
@@ -18,7 +19,7 @@
 static void usage(FILE *f) {
   fprintf(f,
           "usage: hsa-mono-bench k1 [--tp N] [--rows R[,R...]] [--config v41-flash|tiny] [--layer L]\n"
-          "                         [--steps N] [--seed S] [--ctas G]\n"
+          "                         [--steps N] [--seed S] [--ctas G] " BENCH_TL_USAGE "\n"
           "\n"
           "Runs K1 (the attention seam and front) of layer L (default 3, a ratio-2 REUSE layer) for a TP\n"
           "group (default 4) in this process, each rank on its own agent, `steps` steps (default 100 on a\n"
@@ -27,11 +28,11 @@ static void usage(FILE *f) {
           "wq_b, the seam's weights, the norms, the RoPE rows, the step's inputs, records and outputs) and\n"
           "the floor those bytes take at MI355X's 8.0 TB/s peak (7.2 TB/s measured). On the software\n"
           "agent its times are CPU times, printed for the record, not GPU figures, and its grid is 8 CTAs\n"
-          "a rank (--ctas G: another grid; a GPU's default is one CTA a CU).\n");
+          "a rank (--ctas G: another grid; a GPU's default is one CTA a CU).\n" BENCH_TL_HELP);
 }
 
 int bench_k1(int argc, char **argv) {
-  const char *model = "v41-flash";
+  const char *model = "v41-flash", *tlpath = NULL;
   long layer = 3, tp = 4, steps = 0, ctas = 0;
   unsigned long long seed = 1;
   uint32_t rows[MAX_ROWS_LIST] = {1, 8};
@@ -40,7 +41,7 @@ int bench_k1(int argc, char **argv) {
                                        {"config", required_argument, 0, 'c'}, {"layer", required_argument, 0, 'l'},
                                        {"steps", required_argument, 0, 'n'},  {"seed", required_argument, 0, 's'},
                                        {"ctas", required_argument, 0, 'g'},   {"help", no_argument, 0, 'h'},
-                                       {0, 0, 0, 0}};
+                                       {"timeline", required_argument, 0, 'T'}, {0, 0, 0, 0}};
   cli c = {.prog = "hsa-mono-bench k1", .usage = usage};
   int o;
   optind = 1;
@@ -53,6 +54,7 @@ int bench_k1(int argc, char **argv) {
       case 'n': cli_long(&c, 1, LAUNCH_TOOL_MAX_STEPS, &steps); break;
       case 's': cli_u64(&c, &seed); break;
       case 'g': cli_long(&c, 1, LAUNCH_TOOL_MAX_CTAS, &ctas); break;
+      case 'T': bench_tl_arg(&c, &tlpath); break;
       case 'h': usage(stdout); return 0;
     }
   }
@@ -70,10 +72,13 @@ int bench_k1(int argc, char **argv) {
   int rc = CLI_EXIT_NOT_RUN;
   uint32_t built = 0;
   hm_k1_group *g = NULL;
+  bench_tl *tl = NULL;
+  if (tlpath && !(tl = bench_tl_new(tlpath))) goto fail;
   if (launch_tool_weights(&cfg, (uint32_t)tp, seed, HM_WPART_ATTN, w) != HM_OK) goto fail;
   built = (uint32_t)tp;
   hm_k1_config kc = {0};
   launch_tool_grid(rt, ctas, &kc.min_cus, &kc.ctas);
+  kc.timeline = tl != NULL;
   if (hm_k1_group_create(rt, w, (uint32_t)tp, &kc, &g) != HM_OK) goto fail;
   printf("# grid %u CTAs x 512 work-items a rank\n", hm_k1_grid(hm_k1_group_rank(g, 0)));
   printf("%6s %12s %12s %12s %12s %9s\n", "rows", "us/step", "bytes/rank", "floor_us@8.0", "floor_us@7.2", "x_floor");
@@ -88,17 +93,24 @@ int bench_k1(int argc, char **argv) {
     st = hm_k1_group_step(g, &step.in, 1, NULL, NULL); /* warm-up: the width's mailboxes */
     if (!st) st = hm_k1_group_step(g, &step.in, (uint32_t)steps, NULL, &ns);
     hm_gen_step_free(&step);
+    for (uint32_t r = 0; !st && tl && r < (uint32_t)tp; r++) {
+      hm_timeline view;
+      char name[32];
+      snprintf(name, sizeof name, "k1/rows=%u", S);
+      if (!(st = hm_k1_timeline(hm_k1_group_rank(g, r), &view))) st = bench_tl_add(tl, name, r, &view);
+    }
     if (st) goto fail;
     uint64_t bytes = hm_k1_step_bytes(hm_k1_group_rank(g, 0), S);
     double f8 = (double)bytes / BENCH_HBM_PEAK * 1e6, f7 = (double)bytes / BENCH_HBM_REAL * 1e6;
     printf("%6u %12.1f %12llu %12.2f %12.2f %9.1f%s\n", S, ns / 1e3, (unsigned long long)bytes, f8, f7,
            ns / 1e3 / f8, sim ? "  (software agent: CPU time)" : "");
   }
-  rc = 0;
+  rc = tl && bench_tl_write(tl, "hsa-mono-bench k1") ? CLI_EXIT_NOT_RUN : 0;
   goto done;
 fail:
   fprintf(stderr, "hsa-mono-bench k1: %s\n", hm_errmsg());
 done:
+  bench_tl_free(tl);
   hm_k1_group_destroy(g);
   for (uint32_t r = 0; r < built; r++) hm_weights_free(&w[r]);
   hm_runtime_close(rt);

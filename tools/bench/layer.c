@@ -9,6 +9,7 @@
 #include "../launch_tool.h"
 #include "../layer_tool.h"
 #include "bench.h"
+#include "timeline.h"
 
 #define MAX_ROWS_LIST 8
 /* The generated steps' context: past the 128-slot window, so every row attends a full window (and a
@@ -16,9 +17,10 @@
 #define BENCH_CTX 1024
 
 int bench_layer_time(hm_runtime *rt, const hm_layer_config *cfg, bool reduced, uint32_t tp, const uint32_t *rows,
-                     unsigned nrows, uint32_t steps, uint64_t seed, long ctas, bench_layer_row *out) {
+                     unsigned nrows, uint32_t steps, uint64_t seed, long ctas, bench_tl *tl, bench_layer_row *out) {
   layer_tool L;
   hm_ffn_config run = ffn_tool_launch(rt, reduced, ctas);
+  run.timeline = tl != NULL;
   if (layer_tool_open(&L, rt, cfg, tp, seed, NULL, 0, &run, NULL) != HM_OK) {
     fprintf(stderr, "hsa-mono-bench: layer %d: %s\n", cfg->layer, hm_errmsg());
     return 1;
@@ -52,6 +54,14 @@ int bench_layer_time(hm_runtime *rt, const hm_layer_config *cfg, bool reduced, u
     uint64_t ffn = 0;
     uint32_t ne = 0;
     if (!st) st = hm_ffn_step_bytes(k2, S, &ffn, &ne);
+    for (uint32_t r = 0; !st && tl && r < tp; r++) { /* K1's timeline, then K2's (or the FFN launch's) */
+      hm_layer *l = hm_layer_group_rank(L.g, r);
+      hm_timeline view;
+      char name[40];
+      snprintf(name, sizeof name, "layer%d/rows=%u", cfg->layer, S);
+      if (!(st = hm_k1_timeline(hm_layer_k1(l), &view))) st = bench_tl_add(tl, name, r, &view);
+      if (!st && !(st = hm_ffn_timeline(hm_layer_k2(l), &view))) st = bench_tl_add(tl, name, r, &view);
+    }
     if (!st) {
       uint64_t bytes = hm_k1_step_bytes(hm_layer_k1(l0), S) + ffn + hm_k2_back_bytes(k2, S, klen);
       out[i] = (bench_layer_row){S, ns / 1e3, bytes, ne};
@@ -68,7 +78,7 @@ int bench_layer_time(hm_runtime *rt, const hm_layer_config *cfg, bool reduced, u
 static void usage(FILE *f) {
   fprintf(f,
           "usage: hsa-mono-bench layer [--layer L] [--tp N] [--rows R[,R...]] [--config v41-flash|tiny]\n"
-          "                            [--experts E] [--steps N] [--seed S] [--ctas G]\n"
+          "                            [--experts E] [--steps N] [--seed S] [--ctas G] " BENCH_TL_USAGE "\n"
           "\n"
           "Runs whole steps of layer L (default 3, a ratio-2 REUSE layer; any of 0..42: K1, on an index source\n"
           "the select step and keylist launch, K2) for a TP group (default 4) in this process, each rank on its\n"
@@ -79,11 +89,12 @@ static void usage(FILE *f) {
           "floor those bytes take at MI355X's 8.0 TB/s peak (7.2 TB/s measured). On the software agent the\n"
           "routed experts of v41-flash are cut to 32 (top-6) so a step takes seconds (--experts E: another\n"
           "count; every line says the run is reduced), its times are CPU times, printed for the record, not\n"
-          "GPU figures, and its grid is 8 CTAs a rank (--ctas G: another grid; a GPU's default is one CTA a CU).\n");
+          "GPU figures, and its grid is 8 CTAs a rank (--ctas G: another grid; a GPU's default is one CTA a CU).\n"
+          BENCH_TL_HELP);
 }
 
 int bench_layer(int argc, char **argv) {
-  const char *model = "v41-flash";
+  const char *model = "v41-flash", *tlpath = NULL;
   long layer = 3, tp = 4, steps = 0, experts = -1, ctas = 0;
   unsigned long long seed = 1;
   uint32_t rows[MAX_ROWS_LIST] = {1, 8};
@@ -92,7 +103,8 @@ int bench_layer(int argc, char **argv) {
                                        {"rows", required_argument, 0, 'r'},    {"config", required_argument, 0, 'c'},
                                        {"experts", required_argument, 0, 'e'}, {"steps", required_argument, 0, 'n'},
                                        {"seed", required_argument, 0, 's'},    {"ctas", required_argument, 0, 'g'},
-                                       {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+                                       {"timeline", required_argument, 0, 'T'}, {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
   cli c = {.prog = "hsa-mono-bench layer", .usage = usage};
   int o;
   optind = 1;
@@ -106,6 +118,7 @@ int bench_layer(int argc, char **argv) {
       case 'n': cli_long(&c, 1, LAUNCH_TOOL_MAX_STEPS, &steps); break;
       case 's': cli_u64(&c, &seed); break;
       case 'g': cli_long(&c, 1, LAUNCH_TOOL_MAX_CTAS, &ctas); break;
+      case 'T': bench_tl_arg(&c, &tlpath); break;
       case 'h': usage(stdout); return 0;
     }
   }
@@ -133,7 +146,10 @@ int bench_layer(int argc, char **argv) {
          model, layer, layer_tool_kind(&cfg, kind, sizeof kind), cfg.hidden, cfg.heads, cfg.experts, cfg.topk,
          reduced ? " (REDUCED expert count)" : "", tp, steps);
   bench_layer_row out[MAX_ROWS_LIST];
-  int rc = bench_layer_time(rt, &cfg, reduced, (uint32_t)tp, rows, nrows, (uint32_t)steps, seed, ctas, out);
+  bench_tl *tl = tlpath ? bench_tl_new(tlpath) : NULL;
+  int rc = tlpath && !tl;
+  if (rc) fprintf(stderr, "hsa-mono-bench layer: --timeline: out of memory\n");
+  if (!rc) rc = bench_layer_time(rt, &cfg, reduced, (uint32_t)tp, rows, nrows, (uint32_t)steps, seed, ctas, tl, out);
   if (!rc) {
     printf("%6s %12s %10s %12s %12s %12s %9s\n", "rows", "us/step", "experts", "bytes/rank", "floor_us@8.0",
            "floor_us@7.2", "x_floor");
@@ -143,6 +159,8 @@ int bench_layer(int argc, char **argv) {
              (unsigned long long)out[i].bytes, f8, f7, out[i].us / f8, note);
     }
   }
+  if (!rc && tl) rc = bench_tl_write(tl, "hsa-mono-bench layer");
+  bench_tl_free(tl);
   hm_runtime_close(rt);
   return rc ? CLI_EXIT_NOT_RUN : CLI_EXIT_OK;
 }

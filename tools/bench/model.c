@@ -125,7 +125,7 @@ int bench_model(int argc, char **argv) {
     snprintf(note, sizeof note, "%s%s%s", sim || reduced ? "  (" : "", sim ? "software agent: CPU time" : "",
              reduced ? (sim ? "; REDUCED experts)" : "REDUCED experts)") : sim ? ")" : "");
     bench_layer_row *r = out + (size_t)i * nrows;
-    if (bench_layer_time(rt, &cfg, reduced, (uint32_t)tp, rows, nrows, (uint32_t)steps, seed, ctas, r)) goto done;
+    if (bench_layer_time(rt, &cfg, reduced, (uint32_t)tp, rows, nrows, (uint32_t)steps, seed, ctas, NULL, r)) goto done;
     char kind[64];
     layer_tool_kind(&cfg, kind, sizeof kind);
     for (unsigned j = 0; j < nrows; j++) {
