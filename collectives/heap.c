@@ -416,8 +416,14 @@ hm_status hm_heap_step_refused(hm_heap *h, hm_status s) {
   pthread_mutex_lock(&h->lock);
   /* the reason first (a peer that sees the header reads it), unless a failure's reason is there */
   hm_status w = h->failed ? HM_OK : write_reason(h, prefix, msg);
-  /* the next step's number, not taken: the step this rank will launch next is still that one */
-  uint64_t hd = header_of((uint32_t)(h->header >> 32) + 1u, KIND_REFUSED, -1, (uint32_t)s);
+  /* The refusal takes the step's number, as a launch would: a peer that launched this step sees
+   * the refusal under its own number, and the next step, launched by all, has a number of its
+   * own. Were the number left for the next step, a peer already in that step would read this
+   * rank's stale refusal under its number while this rank was still on its way (seen under chaos:
+   * a refused step and a good one after it stopped the group). Ranks that all refuse alike all
+   * take the number, and stay in step. */
+  h->header = header_of((uint32_t)(h->header >> 32) + 1u, KIND_REFUSED, -1, (uint32_t)s);
+  uint64_t hd = h->header;
   memcpy(h->stage + 98, &hd, 8);
   for (unsigned r = 0; r < h->tp && !w; r++)
     if (r != h->rank) w = hm_mem_copy(h->rt, h->peer[r] + AR_HEADERS_OFF + 8u * h->rank, h->stage + 98, 8, none);

@@ -122,7 +122,7 @@ typedef enum hm_step_kind { HM_STEP_FFN = 1, HM_STEP_K2 = 2, HM_STEP_ALLREDUCE =
 hm_status hm_heap_step_begin(hm_heap *h, hm_step_kind kind, int32_t layer, uint32_t rows);
 /* A step this rank refuses before its launch (s, hm_errmsg() its reason: a bad tensor, rows out of
  * range) while its peers may be making it: the reason goes into this rank's arena and its next
- * step's header says "refused", without taking the step's number. A peer whose launch of that
+ * step's header says "refused" (the refusal takes the step's number, as a launch would). A peer whose launch of that
  * step waits for this rank sees it and stops the group at once: it returns HM_ERR_PEER "rank R
  * failed (HM_ERR_...): refused its step n: reason". Ranks that all refuse alike launch nothing,
  * and the group stays up. Returns s with the message kept (HM_ERR_PEER and tp 1: nothing done). */

@@ -26,8 +26,7 @@ void tl_build_group_arch(const hm_layer_config *cfg, uint32_t tp, uint64_t seed,
   hm_gen g;
   ck_assert_int_eq(hm_gen_init(&g, cfg, seed), HM_OK);
   hm_source src = hm_gen_source(&g);
-  /* RoPE rows for the generator's long contexts (HM_GEN_LONG at ratio 2: positions past 1200) */
-  hm_build_opts o = {.parts = parts, .rope_positions = 2048, .arch = arch};
+  hm_build_opts o = {.parts = parts, .rope_positions = TL_ROPE_POSITIONS, .arch = arch};
   for (uint32_t r = 0; r < tp; r++) {
     hm_status st = hm_weights_build(cfg, tp, r, &src, &o, &w[r]);
     ck_assert_msg(st == HM_OK, "build rank %u: %s", r, hm_errmsg());

@@ -16,6 +16,10 @@
 /* layer `layer` of `model`, experts/topk overridden when nonzero */
 hm_layer_config tl_config(const char *model, int32_t layer, uint32_t experts, uint32_t topk);
 /* every rank of tp from one seeded generator (parts: HM_WPART_*) */
+/* RoPE rows every test build carries: the generator's long contexts (HM_GEN_LONG at ratio 2)
+ * reach positions past 1200. A test that builds another way must use the same count. */
+#define TL_ROPE_POSITIONS 2048
+
 void tl_build_group(const hm_layer_config *cfg, uint32_t tp, uint64_t seed, uint32_t parts, hm_layer_weights *w);
 /* the same in the layouts of `arch` (gfx942: tp 4) */
 void tl_build_group_arch(const hm_layer_config *cfg, uint32_t tp, uint64_t seed, uint32_t parts, hm_arch arch,

@@ -98,7 +98,7 @@ START_TEST(same_as_held) {
   watched w = {.inner = hm_gen_source(&gen)};
   pthread_mutex_init(&w.m, NULL);
   hm_source src = {&w, w_info, w_read};
-  hm_build_opts bo = {.parts = parts, .rope_positions = 1024};
+  hm_build_opts bo = {.parts = parts, .rope_positions = TL_ROPE_POSITIONS}; /* as tl_build_group's */
   ck_assert_msg(hm_layer_group_create_source(rt, &c, TP, &src, &bo, &small_grid, NULL, &g) == HM_OK, "%s", hm_errmsg());
   ck_assert_msg(!w.interleaved && w.runs == TP, "the ranks' builds interleaved: %u runs of reads for %u ranks", w.runs,
                 TP);
