@@ -128,6 +128,13 @@ hm_status hm_ar_status(const hm_ar *ar) {
   return hm_fail(HM_ERR_PEER, "all-reduce (rank %u of %u): %s", ar->h->rank, ar->h->tp, why);
 }
 
+/* What a step of `rows` reads and writes: in and out, rows x width bf16 each. */
+static void io_needs(const hm_ar *ar, const void *in, const void *out, uint32_t rows, hm_mem_need t[2]) {
+  const uint64_t bytes = (uint64_t)rows * ar->cfg.width * 2;
+  t[0] = (hm_mem_need){"in", in, bytes, HM_MEM_DEVICE};
+  t[1] = (hm_mem_need){"out", out, bytes, HM_MEM_DEVICE};
+}
+
 /* The arguments and dispatch of one step (checked here, for both the queue and the chain). */
 static hm_status prepare(hm_ar *ar, const char *fn, const void *in, void *out, uint32_t rows,
                          struct ar_allreduce_args *args, hm_dispatch *d) {
@@ -135,6 +142,11 @@ static hm_status prepare(hm_ar *ar, const char *fn, const void *in, void *out, u
     return hm_fail(HM_ERR_INVALID_ARG, "%s: in and out must be non-NULL and 4-byte aligned", fn);
   if (rows < 1 || rows > ar->cfg.max_rows)
     return hm_fail(HM_ERR_INVALID_ARG, "%s: %u rows (1 .. %u)", fn, rows, ar->cfg.max_rows);
+  /* each against the allocation it lies in: the launch trusts both addresses for rows x width */
+  hm_mem_need t[2];
+  io_needs(ar, in, out, rows, t);
+  hm_status s = hm_mem_check(ar->a, fn, t, 2);
+  if (s) return s;
   uint32_t pairs = ar->cfg.width / 2, n = rows * pairs;
   uint32_t ctas = (n + AR_CTA - 1) / AR_CTA;
   if (ctas > ar->grid_max) ctas = ar->grid_max;
@@ -214,7 +226,10 @@ hm_status hm_ar_record(hm_ar *ar, hm_chain *c, const void *in, void *out, uint32
     return s;
   }
   ar->rec[ar->nrec++] = ka;
-  return HM_OK;
+  /* every replay reads in and writes out again: the chain holds them */
+  hm_mem_need t[2];
+  io_needs(ar, in, out, rows, t);
+  return hm_chain_hold(c, t, 2);
 }
 
 hm_status hm_ar_wait(hm_ar *ar, uint64_t timeout_ns) {

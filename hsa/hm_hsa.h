@@ -251,10 +251,15 @@ typedef struct hm_chain_hooks {
 } hm_chain_hooks;
 void *hm_chain_watcher(const hm_chain *c, const hm_chain_hooks *hooks, const void *key);
 hm_status hm_chain_watch(hm_chain *c, const hm_chain_hooks *hooks, const void *key, void *ctx);
+/* The tensors a recorded step reads and writes (those its entry point checked, hm_mem_check; a
+ * NULL pointer is skipped): every replay reads and writes them again, so each one's allocation is
+ * held (hm_mem_free refuses it, HM_ERR_BUSY) until hm_chain_destroy. On failure nothing of this
+ * call stays held. The runners' record calls (hm_ffn_record, hm_k1_record, ...) make it. */
+hm_status hm_chain_hold(hm_chain *c, const hm_mem_need *t, unsigned n);
 /* how many of the last replay's packets needed their whole body written (0 when only headers) */
 unsigned hm_chain_last_full_writes(const hm_chain *c);
-/* A chain holds its queue, the runtime and every kernel-argument allocation it recorded (whose
- * owners, the runners and layers, refuse to be destroyed while it lives). */
+/* A chain holds its queue, the runtime, every kernel-argument allocation it recorded (whose
+ * owners, the runners and layers, refuse to be destroyed while it lives) and its steps' tensors. */
 void hm_chain_destroy(hm_chain *c);
 
 /* ---------------------------------------------------------------- persistent launches */

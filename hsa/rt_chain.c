@@ -21,6 +21,8 @@ struct hm_chain {
     void *ctx;
   } *watch;                           /* hm_chain_watch: who must hear of each replay */
   unsigned nwatch;
+  const void **held;                  /* hm_chain_hold: the recorded steps' tensors, held */
+  unsigned nheld, capheld;
 };
 
 static _Atomic uint64_t next_chain_id = 1;
@@ -188,6 +190,31 @@ hm_status hm_chain_wait(hm_chain *c, uint64_t timeout_ns) {
 
 unsigned hm_chain_last_full_writes(const hm_chain *c) { return c ? c->last_full : 0; }
 
+hm_status hm_chain_hold(hm_chain *c, const hm_mem_need *t, unsigned n) {
+  if (!c || (n && !t)) return hm_fail(HM_ERR_INVALID_ARG, "hm_chain_hold: NULL argument");
+  unsigned want = c->nheld + n;
+  if (want > c->capheld) {
+    unsigned cap = c->capheld ? 2 * c->capheld : 32;
+    while (cap < want) cap *= 2;
+    const void **h = realloc(c->held, cap * sizeof *h);
+    if (!h) return hm_fail(HM_ERR_NO_MEMORY, "hm_chain_hold: out of memory");
+    c->held = h, c->capheld = cap;
+  }
+  hm_runtime *rt = c->q->rt;
+  unsigned from = c->nheld;
+  for (unsigned i = 0; i < n; i++) {
+    if (!t[i].p) continue; /* an optional tensor the step does not take */
+    hm_status s = hm_mem_hold(rt, t[i].p);
+    if (s) {
+      /* nothing of this call stays held */
+      while (c->nheld > from) hm_mem_unhold(rt, c->held[--c->nheld]);
+      return hm_fail_prefix(s, "chain: %s", t[i].name);
+    }
+    c->held[c->nheld++] = t[i].p;
+  }
+  return HM_OK;
+}
+
 void hm_chain_destroy(hm_chain *c) {
   if (!c) return;
   hm_runtime *rt = c->q->rt;
@@ -197,6 +224,8 @@ void hm_chain_destroy(hm_chain *c) {
     if (c->watch[i].hooks->release) c->watch[i].hooks->release(c->watch[i].ctx);
   free(c->watch);
   for (unsigned i = 0; i < c->n; i++) hm_mem_unhold(rt, c->args[i]);
+  for (unsigned i = 0; i < c->nheld; i++) hm_mem_unhold(rt, c->held[i]);
+  free(c->held);
   hm_signal_destroy(rt, c->done);
   pthread_mutex_lock(&rt->lock);
   c->q->chains--;

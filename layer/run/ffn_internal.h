@@ -92,8 +92,9 @@ hm_status hm_ffn_open(hm_heap *heap, const hm_layer_weights *w, const hm_ffn_con
 /* HM_ERR_INVALID_ARG when f is not a runner of `mode` ("<fn>: ... is a K2 runner: use <instead>"). */
 hm_status hm_ffn_check_mode(const hm_ffn *f, enum ffn_mode mode, const char *fn, const char *instead);
 /* hm_ffn_accepts' rules on io as a step of kind `step` reads them: the FFN launch needs part, K2
- * must not be given one (its wo_b pushes the rows itself). */
-hm_status hm_ffn_check_io(const hm_ffn *f, const hm_ffn_io *io, enum ffn_step step);
+ * must not be given one (its wo_b pushes the rows itself). hold (a record's chain, else NULL):
+ * the checked tensors are held by it (hm_chain_hold). */
+hm_status hm_ffn_check_io(const hm_ffn *f, const hm_ffn_io *io, enum ffn_step step, hm_chain *hold);
 /* struct ffn_args of a step of io->rows (whose mailboxes exist), as the FFN launch runs it. */
 void hm_ffn_fill_args(const hm_ffn *f, const hm_ffn_io *io, struct ffn_args *a);
 

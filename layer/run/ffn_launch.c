@@ -156,7 +156,7 @@ hm_status hm_ffn_check_mode(const hm_ffn *f, enum ffn_mode mode, const char *fn,
 
 /* ---------------------------------------------------------------- a step */
 
-hm_status hm_ffn_check_io(const hm_ffn *f, const hm_ffn_io *io, enum ffn_step step) {
+hm_status hm_ffn_check_io(const hm_ffn *f, const hm_ffn_io *io, enum ffn_step step, hm_chain *hold) {
   const bool k2 = step == FFN_STEP_K2;
   const char *name = k2 ? "K2 step" : "FFN step";
   if (io->rows < 1 || io->rows > f->max_rows)
@@ -181,12 +181,14 @@ hm_status hm_ffn_check_io(const hm_ffn *f, const hm_ffn_io *io, enum ffn_step st
   t[4] = (hm_mem_need){k2 ? "ffn.out" : "out", io->out, row, HM_MEM_DEVICE};
   hm_seam_needs(&t[5], io->rows, f->cfg.hidden, names[k2][1], io->res_out, io->post_out, io->comb_out, io->pre_out);
   t[9] = (hm_mem_need){"part", io->part, row, HM_MEM_DEVICE}; /* last: K2 has none */
-  return hm_mem_check(f->agent, name, t, k2 ? 9 : 10);
+  const unsigned n = k2 ? 9 : 10;
+  hm_status s = hm_mem_check(f->agent, name, t, n);
+  return s || !hold ? s : hm_chain_hold(hold, t, n);
 }
 
 hm_status hm_ffn_accepts(const hm_ffn *f, const hm_ffn_io *io) {
   if (!f || !io) return hm_fail(HM_ERR_INVALID_ARG, "FFN step: NULL argument");
-  return hm_ffn_check_io(f, io, FFN_STEP_FFN);
+  return hm_ffn_check_io(f, io, FFN_STEP_FFN, NULL);
 }
 
 hm_status hm_ffn_prepare(hm_ffn *f, uint32_t rows) {
@@ -361,15 +363,17 @@ hm_status hm_layer_ffn(hm_ffn *f, hm_queue *q, const hm_ffn_io *io) {
   if (!f || !io) return hm_fail(HM_ERR_INVALID_ARG, "FFN step: NULL argument");
   hm_status s;
   /* refused on this rank alone, the peers' launches would wait for it: they learn at once */
-  if ((s = hm_ffn_check_io(f, io, FFN_STEP_FFN))) return hm_heap_step_refused(f->heap, s);
+  if ((s = hm_ffn_check_io(f, io, FFN_STEP_FFN, NULL))) return hm_heap_step_refused(f->heap, s);
   return hm_ffn_launch(f, q, FFN_STEP_FFN, io->rows, fill_ffn, io);
 }
 
 hm_status hm_ffn_record(hm_ffn *f, hm_chain *c, const hm_ffn_io *io) {
   if (!f || !io) return hm_fail(HM_ERR_INVALID_ARG, "FFN step: NULL argument");
   hm_status s;
-  if ((s = hm_ffn_check_io(f, io, FFN_STEP_FFN))) return s;
-  return hm_ffn_append(f, c, FFN_STEP_FFN, io->rows, fill_ffn, io);
+  if ((s = hm_ffn_check_io(f, io, FFN_STEP_FFN, NULL)) || (s = hm_ffn_append(f, c, FFN_STEP_FFN, io->rows, fill_ffn, io)))
+    return s;
+  /* every replay reads and writes the step's tensors again: the chain holds them */
+  return hm_ffn_check_io(f, io, FFN_STEP_FFN, c);
 }
 
 /* ---------------------------------------------------------------- the step's memory floor */

@@ -113,8 +113,9 @@ static hm_status check_rows(const char *who, const hm_k1_io *io) {
 
 /* Every index the launch follows, against the table it indexes, before anything is written: the
  * kernels trust them (device/attn/kt.h), so one bad id would read or write outside a buffer.
- * keys: the key table is built (a step that is not the index build, or the keylist launch). */
-static hm_status check_meta(const hm_k1 *k, const hm_k1_io *io, const char *who, bool keys) {
+ * keys: the key table is built (a step that is not the index build, or the keylist launch).
+ * hold (a record's chain, else NULL): the checked arrays are held by it. */
+static hm_status check_meta(const hm_k1 *k, const hm_k1_io *io, const char *who, bool keys, hm_chain *hold) {
   const hm_k1_meta *m = &io->meta;
   const hm_k1_cache *c = &io->swa;
   const uint32_t ratio = k->cfg.compress_ratio, S = io->rows;
@@ -130,8 +131,9 @@ static hm_status check_meta(const hm_k1 *k, const hm_k1_io *io, const char *who,
       {"topk", m->topk, (uint64_t)S * K1_TOPK * 4, HM_MEM_HOST},
       {"block_table", m->block_table, (uint64_t)m->requests * m->bt_stride * 4, HM_MEM_HOST},
   };
-  hm_status s = hm_mem_check(k->agent, who, t, keys ? (ratio ? 8 : 6) : 3);
-  if (s) return s;
+  const unsigned n = keys ? (ratio ? 8 : 6) : 3;
+  hm_status s = hm_mem_check(k->agent, who, t, n);
+  if (s || (hold && (s = hm_chain_hold(hold, t, n)))) return s;
   if (c->block_size < 1) return hm_fail(HM_ERR_INVALID_ARG, "%s: the SWA cache's block size is 0", who);
   if (c->block_stride < (uint64_t)c->block_size * K1_RECORD || c->block_stride % 4)
     return hm_fail(HM_ERR_INVALID_ARG,
@@ -201,7 +203,8 @@ static hm_status check_meta(const hm_k1 *k, const hm_k1_io *io, const char *who,
   return HM_OK;
 }
 
-hm_status hm_k1_accepts(const hm_k1 *k, const hm_k1_io *io) {
+/* hm_k1_accepts; hold (a record's chain, else NULL): the checked tensors are held by it */
+static hm_status k1_accepts(const hm_k1 *k, const hm_k1_io *io, hm_chain *hold) {
   if (!k || !io) return hm_fail(HM_ERR_INVALID_ARG, "K1 step: NULL argument");
   hm_status s = check_rows("K1 step", io);
   if (s) return s;
@@ -222,9 +225,13 @@ hm_status hm_k1_accepts(const hm_k1 *k, const hm_k1_io *io) {
     t[10] = (hm_mem_need){"kt", io->kt, S * K1_KEYS * 4, HM_MEM_DEVICE};
     t[11] = (hm_mem_need){"klen", io->klen, 2 * S * 4, HM_MEM_DEVICE};
   }
-  if ((s = hm_mem_check(k->agent, "K1 step", t, sizeof t / sizeof t[0]))) return s;
-  return check_meta(k, io, "K1 step", !k->index_build);
+  if ((s = hm_mem_check(k->agent, "K1 step", t, sizeof t / sizeof t[0])) ||
+      (hold && (s = hm_chain_hold(hold, t, sizeof t / sizeof t[0]))))
+    return s;
+  return check_meta(k, io, "K1 step", !k->index_build, hold);
 }
+
+hm_status hm_k1_accepts(const hm_k1 *k, const hm_k1_io *io) { return k1_accepts(k, io, NULL); }
 
 /* ---------------------------------------------------------------- the mailboxes */
 
@@ -348,7 +355,8 @@ hm_status hm_k1_record(hm_k1 *k, hm_chain *c, const hm_k1_io *io) {
   }
   k->recorded[k->nrecorded++] = ka;
   hm_tl_arm(&k->tl, HM_TL_K1, false); /* its replays stamp */
-  return HM_OK;
+  /* every replay reads and writes the step's tensors again: the chain holds them */
+  return k1_accepts(k, io, c);
 }
 
 hm_status hm_k1_timeline(hm_k1 *k, hm_timeline *out) {
@@ -362,7 +370,7 @@ hm_status hm_k1_keylist(hm_k1 *k, hm_queue *q, const hm_k1_io *io) {
   if (s) return s;
   const hm_mem_need t[] = {{"kt", io->kt, (uint64_t)io->rows * K1_KEYS * 4, HM_MEM_DEVICE},
                            {"klen", io->klen, 2ull * io->rows * 4, HM_MEM_DEVICE}};
-  if ((s = hm_mem_check(k->agent, "K1 keylist", t, 2)) || (s = check_meta(k, io, "K1 keylist", true)) ||
+  if ((s = hm_mem_check(k->agent, "K1 keylist", t, 2)) || (s = check_meta(k, io, "K1 keylist", true, NULL)) ||
       (s = check_queue(k, q, "K1 keylist")))
     return s;
   struct keylist_args *a = k->kl_kernarg;

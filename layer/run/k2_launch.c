@@ -28,10 +28,12 @@ static hm_status check_cache(const char *name, const hm_k1_cache *c) {
   return HM_OK;
 }
 
-hm_status hm_k2_accepts(const hm_k2 *k, const hm_k2_io *io) {
+/* hm_k2_accepts; hold (a record's chain, else NULL): the checked tensors are held by it */
+static hm_status k2_accepts(const hm_k2 *k, const hm_k2_io *io, hm_chain *hold) {
   if (!k || !io) return hm_fail(HM_ERR_INVALID_ARG, "K2 step: NULL argument");
   hm_status s;
-  if ((s = hm_ffn_check_mode(k, FFN_MODE_K2, "hm_k2_accepts", "hm_ffn_accepts")) || (s = hm_ffn_check_io(k, &io->ffn, FFN_STEP_K2)))
+  if ((s = hm_ffn_check_mode(k, FFN_MODE_K2, "hm_k2_accepts", "hm_ffn_accepts")) ||
+      (s = hm_ffn_check_io(k, &io->ffn, FFN_STEP_K2, hold)))
     return s;
   /* the back's tensors, then the caches' whole extent (blocks x stride: K1 checked every key
    * against it); positions is host memory, read below */
@@ -48,6 +50,7 @@ hm_status hm_k2_accepts(const hm_k2 *k, const hm_k2_io *io) {
   if ((s = hm_mem_check(k->agent, "K2 step", t, comp ? 6 : 5))) return s;
   if ((s = check_cache("SWA", &io->swa))) return s;
   if (comp && (s = check_cache("compressed", &io->comp))) return s;
+  if (hold && (s = hm_chain_hold(hold, t, comp ? 6 : 5))) return s;
   /* the combine's inverse RoPE reads row positions[t] of cos_sin: the one index K2 follows that
    * K1 or keylist did not check for it (positions is host-visible, so it is read here) */
   for (uint32_t t = 0; t < io->ffn.rows; t++) {
@@ -58,6 +61,8 @@ hm_status hm_k2_accepts(const hm_k2 *k, const hm_k2_io *io) {
   }
   return HM_OK;
 }
+
+hm_status hm_k2_accepts(const hm_k2 *k, const hm_k2_io *io) { return k2_accepts(k, io, NULL); }
 
 /* ---------------------------------------------------------------- arguments */
 
@@ -106,9 +111,11 @@ hm_status hm_k2_step(hm_k2 *k, hm_queue *q, const hm_k2_io *io) {
 hm_status hm_k2_record(hm_k2 *k, hm_chain *c, const hm_k2_io *io) {
   if (!k || !io) return hm_fail(HM_ERR_INVALID_ARG, "K2 record: NULL argument");
   hm_status s;
-  if ((s = hm_ffn_check_mode(k, FFN_MODE_K2, "hm_k2_record", "hm_ffn_record")) || (s = hm_k2_accepts(k, io)))
+  if ((s = hm_ffn_check_mode(k, FFN_MODE_K2, "hm_k2_record", "hm_ffn_record")) || (s = hm_k2_accepts(k, io)) ||
+      (s = hm_ffn_append(k, c, FFN_STEP_K2, io->ffn.rows, fill_k2, io)))
     return s;
-  return hm_ffn_append(k, c, FFN_STEP_K2, io->ffn.rows, fill_k2, io);
+  /* every replay reads and writes the step's tensors again: the chain holds them */
+  return k2_accepts(k, io, c);
 }
 
 /* ---------------------------------------------------------------- for K1, tools and tests */

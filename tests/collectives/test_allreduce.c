@@ -385,6 +385,15 @@ START_TEST(arguments) {
   ck_assert_int_eq(hm_allreduce(ar, q, buf, (char *)buf + 2, 1), HM_ERR_INVALID_ARG);
   ck_assert_int_eq(hm_allreduce(ar, q, buf, buf, 0), HM_ERR_INVALID_ARG);
   ck_assert_int_eq(hm_allreduce(ar, q, buf, buf, 5), HM_ERR_INVALID_ARG);
+  /* in and out against their allocations (the launch trusts rows x width of each): a malloc'd
+   * buffer, and one whose last row runs past its allocation's end */
+  uint16_t *plain = calloc(4 * 64, 2);
+  ck_assert_ptr_nonnull(plain);
+  ck_assert_int_eq(hm_allreduce(ar, q, plain, buf, 1), HM_ERR_INVALID_ARG);
+  ck_assert_msg(strstr(hm_errmsg(), "in "), "%s", hm_errmsg());
+  ck_assert_int_eq(hm_allreduce(ar, q, buf, (char *)buf + 4096 - 3 * 64 * 2, 4), HM_ERR_INVALID_ARG);
+  ck_assert_msg(strstr(hm_errmsg(), "out "), "%s", hm_errmsg());
+  free(plain);
   ck_assert_int_eq(hm_ar_record(ar, NULL, buf, buf, 1), HM_ERR_INVALID_ARG);
   ck_assert_int_eq(hm_ar_wait(NULL, 1), HM_ERR_INVALID_ARG);
   ck_assert_int_eq(hm_ar_status(NULL), HM_ERR_INVALID_ARG);

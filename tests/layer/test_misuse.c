@@ -490,6 +490,7 @@ typedef struct objs {
   void *p[O_COUNT];
   hm_k1 *layer_k1;        /* a layer's own parts, for the (layer, part) pairs */
   hm_k2 *layer_k2;
+  void *buf, *meta;       /* a chain's recorded step's tensors (meta: K1's host metadata) */
 } objs;
 
 static const hm_ffn_config small = {.min_cus = 1};
@@ -522,11 +523,11 @@ static void make(base *B, objs *o, enum obj which, enum obj on) {
     hm_chain *c = o->p[O_CHAIN];
     /* a recorded launch of the object the chain is paired with */
     if (on == O_AR) {
-      void *buf = tl_dev_alloc(B->a, 4 * 1024 * 2);
+      void *buf = o->buf = tl_dev_alloc(B->a, 4 * 1024 * 2);
       s = hm_ar_record(o->p[O_AR], c, buf, buf, 4);
     } else if (on == O_FFN || on == O_K2) {
       hm_ffn *f = o->p[on];
-      void *buf = tl_dev_alloc(B->a, 4 * 4 * 1024 * 2);
+      void *buf = o->buf = tl_dev_alloc(B->a, 4 * 4 * 1024 * 2);
       hm_ffn_io io = {.rows = 1, .part = buf, .res_in = buf, .post_in = buf, .comb_in = buf, .pre_in = buf,
                       .out = buf, .res_out = buf, .post_out = buf, .comb_out = buf, .pre_out = buf};
       if (!(s = hm_ffn_prepare(f, 1))) s = hm_ffn_record(f, c, &io);
@@ -534,8 +535,8 @@ static void make(base *B, objs *o, enum obj which, enum obj on) {
       hm_k1 *k = o->p[O_K1];
       hm_gen_step st;
       ck_assert_int_eq(hm_gen_step_make_block(&B->w[0].cfg, 1, 1, 10, 64, 5, &st), HM_OK);
-      void *big = tl_dev_alloc(B->a, 1 << 20);
-      void *meta = tl_host_alloc(B->a, 1 << 16);
+      void *big = o->buf = tl_dev_alloc(B->a, 1 << 20);
+      void *meta = o->meta = tl_host_alloc(B->a, 1 << 16);
       hm_k1_io io = {.rows = 1, .x = big, .res_in = big, .post_in = big, .comb_in = big, .pre_in = big,
                      .res_out = big, .post_out = big, .comb_out = big, .pre_out = big, .q = big, .kt = big,
                      .klen = big, .x_out = big, .qr_out = big};
@@ -669,6 +670,31 @@ START_TEST(finding_heap_destroy_in_use) {
 }
 END_TEST
 
+/* A recorded step's tensors are read and written again by every replay: freeing one while the
+ * chain lives is HM_ERR_BUSY (the replay would use freed memory); after hm_chain_destroy it frees. */
+START_TEST(recorded_tensors_held) {
+  static const enum obj on[] = {O_AR, O_FFN, O_K2, O_K1};
+  for (unsigned i = 0; i < sizeof on / sizeof *on; i++) {
+    base B;
+    base_open(&B);
+    objs o = {0};
+    make(&B, &o, on[i], on[i]);
+    make(&B, &o, O_CHAIN, on[i]);
+    void *held[2] = {o.buf, o.meta};
+    for (unsigned j = 0; j < 2 && held[j]; j++) {
+      hm_status s = hm_mem_free(B.rt, held[j]);
+      ck_assert_msg(s == HM_ERR_BUSY, "freeing a tensor of a recorded %s step: %s: %s", obj_name[on[i]],
+                    hm_status_name(s), hm_errmsg());
+    }
+    hm_chain_destroy(o.p[O_CHAIN]);
+    for (unsigned j = 0; j < 2 && held[j]; j++)
+      ck_assert_msg(hm_mem_free(B.rt, held[j]) == HM_OK, "after the chain (%s): %s", obj_name[on[i]], hm_errmsg());
+    ck_assert_msg(destroy(&B, &o, on[i]) == HM_OK, "%s", hm_errmsg());
+    base_close(&B);
+  }
+}
+END_TEST
+
 /* A layer's K1 and K2 are its own: destroying one directly is refused, the layer still works. */
 START_TEST(layer_parts_owned) {
   base B;
@@ -696,6 +722,7 @@ Suite *hm_test_suite(void) {
       {"bad_pointers_layer", bad_pointers_layer},
       {"teardown_pairs", teardown_pairs},
       {"layer_parts_owned", layer_parts_owned},
+      {"recorded_tensors_held", recorded_tensors_held},
   };
   return TL_SUITE("misuse", tests, 600);
 }
