@@ -238,7 +238,8 @@ hm_status hm_chain_replay(hm_chain *c);
 hm_status hm_chain_wait(hm_chain *c, uint64_t timeout_ns);
 /* A chain's watchers: what recorded a step whose failure is more than this queue's (a group's
  * heap, whose peers wait on this rank's launches) hooks into every replay. replay runs before the
- * doorbell (non-OK: nothing is replayed, that status returned); poll runs between hm_chain_wait's
+ * doorbell (non-OK: nothing is replayed, and that status goes to every done hook, whose answer is
+ * returned); poll runs between hm_chain_wait's
  * slices (non-OK ends the wait with it); done gets the replay's or the wait's status and returns the
  * chain's answer (it may turn HM_OK into a peer's failure, or stop the group on this rank's own);
  * release runs once, at hm_chain_destroy. Each may be NULL. One watcher a (hooks, key) pair:

@@ -148,8 +148,10 @@ hm_status hm_chain_replay(hm_chain *c) {
    * is that rank's to report (and its host stops the group) */
   hm_status s = own_fault(q);
   if (s) return settle(c, s);
+  /* a watcher's refusal replays nothing, and the others hear it as the replay's answer (a group's
+   * heap stops the group: its peers' replays would wait for this rank's launches) */
   for (unsigned i = 0; i < c->nwatch; i++)
-    if (c->watch[i].hooks->replay && (s = c->watch[i].hooks->replay(c->watch[i].ctx))) return s;
+    if (c->watch[i].hooks->replay && (s = c->watch[i].hooks->replay(c->watch[i].ctx))) return settle(c, s);
   hm_signal_store(q->rt, c->done, 1);
   uint64_t first;
   if ((s = hm_queue_reserve(q, c->n, &first))) return settle(c, s);

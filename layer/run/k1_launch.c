@@ -330,6 +330,19 @@ hm_status hm_k1_step(hm_k1 *k, hm_queue *q, const hm_k1_io *io) {
   return hm_queue_status(q);
 }
 
+/* A recorded step's metadata checked again before each replay: a replay reads the same host
+ * arrays, whose contents the caller rewrites between replays (the next decode step's positions,
+ * slots and top-k), and the kernel trusts every index in them. */
+struct replay_meta {
+  const hm_k1 *k;
+  hm_k1_io io;
+};
+static hm_status replay_meta_check(void *ctx) {
+  const struct replay_meta *r = ctx;
+  return check_meta(r->k, &r->io, "K1 replay", !r->k->index_build, NULL);
+}
+static const hm_chain_hooks replay_meta_hooks = {.replay = replay_meta_check, .release = free};
+
 hm_status hm_k1_record(hm_k1 *k, hm_chain *c, const hm_k1_io *io) {
   hm_status s = hm_k1_accepts(k, io);
   if (s) return s;
@@ -355,8 +368,14 @@ hm_status hm_k1_record(hm_k1 *k, hm_chain *c, const hm_k1_io *io) {
   }
   k->recorded[k->nrecorded++] = ka;
   hm_tl_arm(&k->tl, HM_TL_K1, false); /* its replays stamp */
-  /* every replay reads and writes the step's tensors again: the chain holds them */
-  return k1_accepts(k, io, c);
+  /* every replay reads and writes the step's tensors again: the chain holds them, and checks
+   * the metadata's indices before each replay as a step does */
+  if ((s = k1_accepts(k, io, c))) return s;
+  struct replay_meta *r = malloc(sizeof *r);
+  if (!r) return hm_fail(HM_ERR_NO_MEMORY, "K1 record");
+  *r = (struct replay_meta){k, *io};
+  if ((s = hm_chain_watch(c, &replay_meta_hooks, ka, r))) free(r);
+  return s;
 }
 
 hm_status hm_k1_timeline(hm_k1 *k, hm_timeline *out) {

@@ -695,6 +695,30 @@ START_TEST(recorded_tensors_held) {
 }
 END_TEST
 
+/* A replay reads the recorded step's metadata again, which the caller rewrites between replays:
+ * K1's indices are checked before each replay as before each step. A slot past the SWA cache is
+ * refused, nothing replayed; the metadata mended, the chain replays. */
+START_TEST(replay_rechecks_metadata) {
+  base B;
+  base_open(&B);
+  objs o = {0};
+  make(&B, &o, O_K1, O_K1);
+  make(&B, &o, O_CHAIN, O_K1);
+  int64_t *slot = (int64_t *)((char *)o.meta + 8), keep = *slot;
+  *slot = (int64_t)1 << 40;
+  hm_status s = hm_chain_replay(o.p[O_CHAIN]);
+  ck_assert_msg(s == HM_ERR_INVALID_ARG && strstr(hm_errmsg(), "K1 replay: row 0: slot_mapping"), "%s: %s",
+                hm_status_name(s), hm_errmsg());
+  ck_assert_int_eq(hm_queue_wait_idle(B.q, 10000000000ull), HM_OK); /* nothing was launched */
+  *slot = keep;
+  ck_assert_msg(hm_chain_replay(o.p[O_CHAIN]) == HM_OK, "%s", hm_errmsg());
+  ck_assert_msg(hm_chain_wait(o.p[O_CHAIN], 60000000000ull) == HM_OK, "%s", hm_errmsg());
+  hm_chain_destroy(o.p[O_CHAIN]);
+  ck_assert_msg(destroy(&B, &o, O_K1) == HM_OK, "%s", hm_errmsg());
+  base_close(&B);
+}
+END_TEST
+
 /* A layer's K1 and K2 are its own: destroying one directly is refused, the layer still works. */
 START_TEST(layer_parts_owned) {
   base B;
@@ -723,6 +747,7 @@ Suite *hm_test_suite(void) {
       {"teardown_pairs", teardown_pairs},
       {"layer_parts_owned", layer_parts_owned},
       {"recorded_tensors_held", recorded_tensors_held},
+      {"replay_rechecks_metadata", replay_rechecks_metadata},
   };
   return TL_SUITE("misuse", tests, 600);
 }
