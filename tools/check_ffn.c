@@ -32,25 +32,29 @@ static const struct tol tols[] = {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: hsa-mono-check ffn --tp N --rows R [--config v41-flash|tiny] [--layer L] [--experts E --topk K]\n"
-          "                          [--seed S] [--ctas G]\n"
+          "                          [--seed S] [--ctas G] [--arch gfx950|gfx942]\n"
           "\n"
           "Runs the FFN launch of layer L (default 3) on a TP group of N ranks (2 or 4) in this process, each\n"
           "rank on its own agent (HSAMONO_RUNTIME: a GPU, or the software agent), on generated weights and\n"
           "inputs, and the fp32 reference on the same; prints per output (x, res, post, comb, pre) the\n"
           "max-abs and relative error and the cosine against the reference, checks that every rank holds the\n"
           "same bits, and exits 1 past tolerance (2 on misuse or a run that could not be done). On the software agent the\n"
-          "grid is 8 CTAs a rank (CPU threads), on a GPU one CTA a CU; --ctas G sets another.\n");
+          "grid is 8 CTAs a rank (CPU threads), on a GPU one CTA a CU; --ctas G sets another.\n"
+          "--arch gfx942 (MI300X/MI325X): the gfx942 weight copies (spec/mono.md §4.4) on gfx942 agents against\n"
+          "the reference's gfx942 mode (§2.6), TP 4 and at most 42 rows; on the software agent the tool makes\n"
+          "its agents gfx942 itself (HSAMONO_SIM_ARCH, unless set otherwise). Default gfx950.\n");
 }
 
 int check_ffn(int argc, char **argv) {
-  const char *model = "v41-flash";
+  const char *model = "v41-flash", *arch_word = "gfx950";
   long layer = 3, tp = 0, rows = 0, experts = 0, topk = 0, ctas = 0;
   unsigned long long seed = 1;
   static const struct option opts[] = {{"tp", required_argument, 0, 't'},      {"rows", required_argument, 0, 'r'},
                                        {"config", required_argument, 0, 'c'},  {"layer", required_argument, 0, 'l'},
                                        {"experts", required_argument, 0, 'e'}, {"topk", required_argument, 0, 'k'},
                                        {"seed", required_argument, 0, 's'},    {"ctas", required_argument, 0, 'g'},
-                                       {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+                                       {"arch", required_argument, 0, 'a'},    {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
   cli c = {.prog = "hsa-mono-check ffn", .usage = usage};
   int o;
   optind = 1;
@@ -64,22 +68,30 @@ int check_ffn(int argc, char **argv) {
       case 'k': cli_long(&c, 1, LAUNCH_TOOL_MAX_TOPK, &topk); break;
       case 's': cli_u64(&c, &seed); break;
       case 'g': cli_long(&c, 1, LAUNCH_TOOL_MAX_CTAS, &ctas); break;
+      case 'a': cli_word(&c, launch_tool_arches, &arch_word); break;
       case 'h': usage(stdout); return 0;
     }
   }
   if (cli_end(&c, argc, argv)) return CLI_EXIT_MISUSE;
   if (!tp) return cli_refuse(&c, "--tp is required");
   if (!rows) return cli_refuse(&c, "--rows is required");
+  const hm_arch arch = launch_tool_arch(arch_word);
+  if (launch_tool_arch_shape(&c, arch, tp, rows)) return CLI_EXIT_MISUSE;
   hm_layer_config cfg;
   bool reduced;
   if (ffn_tool_layer(model, layer, experts, topk, &cfg, &reduced) != HM_OK) return cli_refuse(&c, "%s", hm_errmsg());
+  launch_tool_arch_select(arch);
   hm_runtime *rt;
   if (hm_runtime_open(NULL, &rt) != HM_OK) {
     fprintf(stderr, "hsa-mono-check ffn: %s\n", hm_errmsg());
     return 2;
   }
-  printf("hsa-mono-check ffn: %s layer %ld, %u experts top-%u, TP%ld, %ld rows, seed %llu, on %s\n", model, layer,
-         cfg.experts, cfg.topk, tp, rows, seed, hm_runtime_describe(rt));
+  if (launch_tool_arch_agents(c.prog, rt, (uint32_t)tp, arch)) {
+    hm_runtime_close(rt);
+    return CLI_EXIT_NOT_RUN;
+  }
+  printf("hsa-mono-check ffn: %s layer %ld, %u experts top-%u, TP%ld, %ld rows, %s, seed %llu, on %s\n", model, layer,
+         cfg.experts, cfg.topk, tp, rows, arch_word, seed, hm_runtime_describe(rt));
   const uint32_t S = (uint32_t)rows, D = cfg.hidden, T = (uint32_t)tp;
   int rc = 2, pass = 1;
   uint32_t built = 0;
@@ -90,7 +102,7 @@ int check_ffn(int argc, char **argv) {
   float *buf[4 + 5 * 4] = {0};
   hm_ffn_outputs out[4];
   memset(out, 0, sizeof out);
-  if (launch_tool_weights(&cfg, T, seed, HM_WPART_FFN, w) != HM_OK) goto done;
+  if (launch_tool_weights(&cfg, T, seed, HM_WPART_FFN, arch, w) != HM_OK) goto done;
   built = T;
   /* inputs: every rank's wo_b part (std 0.5), residual streams (std 4), mixes of a mild seam */
   float *res = malloc(sizeof(float) * S * 4 * D), *post = malloc(16 * S), *comb = malloc(64 * S),
@@ -129,7 +141,7 @@ int check_ffn(int argc, char **argv) {
                         hm_tset_data(&ref, "out.pre", HM_DT_F32, (uint64_t)S * 4)};
   const float *mine[5] = {out[0].x, out[0].res, out[0].post, out[0].comb, out[0].pre};
   const uint64_t n[5] = {(uint64_t)S * D, (uint64_t)S * 4 * D, (uint64_t)S * 4, (uint64_t)S * 16, (uint64_t)S * 4};
-  printf("rank 0 against the reference:\n");
+  printf("rank 0 against the reference%s:\n", arch == HM_ARCH_GFX942 ? " (its gfx942 mode)" : "");
   for (int i = 0; i < 5; i++) pass &= rv[i] && check_compare(tols[i].name, mine[i], rv[i], n[i], tols[i].rel, tols[i].cos);
   for (uint32_t r = 1; r < T; r++) {
     int same = !memcmp(out[r].x, out[0].x, sizeof(float) * S * D) &&

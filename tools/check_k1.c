@@ -40,7 +40,7 @@ static const long default_layer[3] = {0, 21, 3};
 static void usage(FILE *f) {
   fprintf(f,
           "usage: hsa-mono-check k1 --tp N --rows R --ratio {0,1,2} [--config v41-flash|tiny] [--layer L]\n"
-          "                         [--ctx C] [--reqs Q] [--block B] [--seed S] [--ctas G]\n"
+          "                         [--ctx C] [--reqs Q] [--block B] [--seed S] [--ctas G] [--arch A]\n"
           "\n"
           "Runs K1 (the attention seam and front) of a layer of compress ratio 0, 1 or 2 (layer 0, 21 or 3;\n"
           "--layer L picks another, whose ratio must then be --ratio's if both are given) on a TP group of N\n"
@@ -53,7 +53,8 @@ static void usage(FILE *f) {
           "and klen's differing entries (an index-source layer's from the keylist launch on the generated\n"
           "top-k), and whether every rank holds rank 0's res, comb, records and key table. Exits 1 past\n"
           "tolerance, 2 on misuse or a run that could not be done. On the software agent the grid is 8 CTAs a rank (CPU\n"
-          "threads), on a GPU one CTA a CU; --ctas G sets another.\n");
+          "threads), on a GPU one CTA a CU; --ctas G sets another.\n"
+          LAUNCH_TOOL_ARCH_K12_HELP);
 }
 
 static uint64_t count_diff_i32(const int32_t *a, const int32_t *b, uint64_t n) {
@@ -66,12 +67,14 @@ int check_k1(int argc, char **argv) {
   const char *model = "v41-flash";
   long layer = -1, ratio = -1, tp = 0, rows = 0, ctx = 300, reqs = 1, block = 64, ctas = 0;
   unsigned long long seed = 1;
+  const char *arch_word = "gfx950";
   static const struct option opts[] = {{"tp", required_argument, 0, 't'},     {"rows", required_argument, 0, 'r'},
                                        {"ratio", required_argument, 0, 'R'},  {"config", required_argument, 0, 'c'},
                                        {"layer", required_argument, 0, 'l'},  {"ctx", required_argument, 0, 'x'},
                                        {"reqs", required_argument, 0, 'q'},   {"block", required_argument, 0, 'b'},
                                        {"seed", required_argument, 0, 's'},   {"ctas", required_argument, 0, 'g'},
-                                       {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+                                       {"arch", required_argument, 0, 'a'},
+                                       {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   cli c = {.prog = "hsa-mono-check k1", .usage = usage};
   static const long ratios[] = {0, 1, 2};
   int o;
@@ -88,10 +91,12 @@ int check_k1(int argc, char **argv) {
       case 'b': cli_long(&c, 2, LAUNCH_TOOL_SLOTS, &block); break;
       case 's': cli_u64(&c, &seed); break;
       case 'g': cli_long(&c, 1, LAUNCH_TOOL_MAX_CTAS, &ctas); break;
+      case 'a': cli_word(&c, launch_tool_arches, &arch_word); break;
       case 'h': usage(stdout); return 0;
     }
   }
   if (cli_end(&c, argc, argv)) return CLI_EXIT_MISUSE;
+  if (launch_tool_arch_k12(&c, arch_word)) return CLI_EXIT_MISUSE;
   if (!tp) return cli_refuse(&c, "--tp is required");
   if (!rows) return cli_refuse(&c, "--rows is required");
   if (ratio < 0 && layer < 0) return cli_refuse(&c, "--ratio or --layer is required");
@@ -125,7 +130,7 @@ int check_k1(int argc, char **argv) {
   memset(out, 0, sizeof out);
   uint8_t *before = NULL, *mask = NULL;
   int32_t *kt_want = NULL, *klen_want = NULL;
-  if (launch_tool_weights(&cfg, T, seed, HM_WPART_ATTN, w) != HM_OK) goto done;
+  if (launch_tool_weights(&cfg, T, seed, HM_WPART_ATTN, HM_ARCH_GFX950, w) != HM_OK) goto done;
   built = T;
   /* the device's step and the reference's own copy: each writes its records into its cache */
   if (hm_gen_step_make_block(&cfg, S, (uint32_t)reqs, (uint32_t)ctx, (uint32_t)block, seed, &step) != HM_OK ||

@@ -51,6 +51,7 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: hsa-mono-check layer --layer L --tp N --rows R [--config v41-flash|tiny] [--experts E]\n"
           "                            [--ctx C] [--reqs Q] [--block B] [--seed S] [--ctas G] [--ckpt PATH]\n"
+          "                            [--arch A]\n"
           "\n"
           "Runs one whole layer L (0..42, any kind: K1, the select and keylist launch on an index source,\n"
           "K2; the embedding on layer 0, the Engram block on 1 and 14) on a TP group of N ranks (2 or 4) in\n"
@@ -67,7 +68,8 @@ static void usage(FILE *f) {
           "--ckpt PATH takes the weights and the Engram table from a DeepSeek-V4.1 safetensors checkpoint (a\n"
           "directory of shards; with --experts E its first E experts). Either way the group builds the ranks'\n"
           "weights one at a time and keeps on the host only what a step's host work reads; the reference\n"
-          "builds each rank's again in turn: one rank's whole weights in memory at once.\n");
+          "builds each rank's again in turn: one rank's whole weights in memory at once.\n"
+          LAUNCH_TOOL_ARCH_K12_HELP);
 }
 
 static uint64_t count_diff_i32(const int32_t *a, const int32_t *b, uint64_t n) {
@@ -80,13 +82,14 @@ int check_layer(int argc, char **argv) {
   const char *model = "v41-flash", *ckpt = NULL;
   long layer = -1, tp = 0, rows = 0, ctx = 300, reqs = 1, block = 64, ctas = 0, experts = -1;
   unsigned long long seed = 1;
+  const char *arch_word = "gfx950";
   static const struct option opts[] = {{"layer", required_argument, 0, 'l'},  {"tp", required_argument, 0, 't'},
                                        {"rows", required_argument, 0, 'r'},   {"config", required_argument, 0, 'c'},
                                        {"experts", required_argument, 0, 'e'}, {"ctx", required_argument, 0, 'x'},
                                        {"reqs", required_argument, 0, 'q'},   {"block", required_argument, 0, 'b'},
                                        {"seed", required_argument, 0, 's'},   {"ctas", required_argument, 0, 'g'},
-                                       {"ckpt", required_argument, 0, 'C'},   {"help", no_argument, 0, 'h'},
-                                       {0, 0, 0, 0}};
+                                       {"ckpt", required_argument, 0, 'C'},   {"arch", required_argument, 0, 'a'},
+                                       {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   cli c = {.prog = "hsa-mono-check layer", .usage = usage};
   int o;
   optind = 1;
@@ -103,10 +106,12 @@ int check_layer(int argc, char **argv) {
       case 's': cli_u64(&c, &seed); break;
       case 'g': cli_long(&c, 1, LAUNCH_TOOL_MAX_CTAS, &ctas); break;
       case 'C': ckpt = optarg; break;
+      case 'a': cli_word(&c, launch_tool_arches, &arch_word); break;
       case 'h': usage(stdout); return 0;
     }
   }
   if (cli_end(&c, argc, argv)) return CLI_EXIT_MISUSE;
+  if (launch_tool_arch_k12(&c, arch_word)) return CLI_EXIT_MISUSE;
   if (layer < 0) return cli_refuse(&c, "--layer is required");
   if (!tp) return cli_refuse(&c, "--tp is required");
   if (!rows) return cli_refuse(&c, "--rows is required");

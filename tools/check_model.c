@@ -59,6 +59,7 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: hsa-mono-check model --layers A-B --tp N --rows R [--steps T] [--config v41-flash|tiny]\n"
           "                            [--experts E] [--ctx C] [--reqs Q] [--block B] [--seed S] [--ctas G]\n"
+          "                            [--arch A]\n"
           "\n"
           "Runs layers A..B (0..42) chained on a TP group of N ranks (2 or 4) in this process, each rank on its\n"
           "own agent (HSAMONO_RUNTIME: a GPU, or the software agent), over T decode steps (default 2) of R rows\n"
@@ -76,7 +77,8 @@ static void usage(FILE *f) {
           "stays alive for the run: on the software agent a tiny layer at TP4 holds ~0.2 GB, a full-size one\n"
           "with 32 experts ~2 GB (so: --config tiny, or a few layers at full size). On the\n"
           "software agent the routed experts of v41-flash are cut to 32 (--experts E: another count; every\n"
-          "line then says the run is reduced) and the grid is 8 CTAs a rank; --ctas G sets another.\n");
+          "line then says the run is reduced) and the grid is 8 CTAs a rank; --ctas G sets another.\n"
+          LAUNCH_TOOL_ARCH_K12_HELP);
 }
 
 static void *dup(const void *p, size_t n) {
@@ -89,13 +91,14 @@ int check_model(int argc, char **argv) {
   const char *model = "v41-flash";
   long a = -1, b = -1, tp = 0, rows = 0, steps = 2, ctx = 300, reqs = 1, block = 64, ctas = 0, experts = -1;
   unsigned long long seed = 1;
+  const char *arch_word = "gfx950";
   static const struct option opts[] = {{"layers", required_argument, 0, 'l'}, {"tp", required_argument, 0, 't'},
                                        {"rows", required_argument, 0, 'r'},   {"steps", required_argument, 0, 'n'},
                                        {"config", required_argument, 0, 'c'}, {"experts", required_argument, 0, 'e'},
                                        {"ctx", required_argument, 0, 'x'},    {"reqs", required_argument, 0, 'q'},
                                        {"block", required_argument, 0, 'b'},  {"seed", required_argument, 0, 's'},
-                                       {"ctas", required_argument, 0, 'g'},   {"help", no_argument, 0, 'h'},
-                                       {0, 0, 0, 0}};
+                                       {"ctas", required_argument, 0, 'g'},   {"arch", required_argument, 0, 'a'},
+                                       {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   cli cl = {.prog = "hsa-mono-check model", .usage = usage};
   int o;
   optind = 1;
@@ -112,10 +115,12 @@ int check_model(int argc, char **argv) {
       case 'b': cli_long(&cl, 2, LAUNCH_TOOL_SLOTS, &block); break;
       case 's': cli_u64(&cl, &seed); break;
       case 'g': cli_long(&cl, 1, LAUNCH_TOOL_MAX_CTAS, &ctas); break;
+      case 'a': cli_word(&cl, launch_tool_arches, &arch_word); break;
       case 'h': usage(stdout); return 0;
     }
   }
   if (cli_end(&cl, argc, argv)) return CLI_EXIT_MISUSE;
+  if (launch_tool_arch_k12(&cl, arch_word)) return CLI_EXIT_MISUSE;
   if (a < 0) return cli_refuse(&cl, "--layers is required");
   if (!tp) return cli_refuse(&cl, "--tp is required");
   if (!rows) return cli_refuse(&cl, "--rows is required");

@@ -107,7 +107,6 @@ static int cmd_ref(int argc, char **argv) {
                                        {0, 0, 0, 0}};
   static const long tps[] = {1, 2, 4};
   static const char *const launches[] = {"layer", "ffn", NULL};
-  static const char *const arches[] = {"gfx950", "gfx942", NULL};
   cli c = {.prog = "hsa-mono-check ref", .usage = usage};
   int o;
   optind = 1;
@@ -126,7 +125,7 @@ static int cmd_ref(int argc, char **argv) {
       case 'x': cli_long(&c, 0, LAUNCH_TOOL_SLOTS - 1, &context); break;
       case 'q': cli_long(&c, 1, HM_MAX_ROWS, &reqs); break;
       case 'W': dump_weights = 1; break;
-      case 'a': cli_word(&c, arches, &arch); break;
+      case 'a': cli_word(&c, launch_tool_arches, &arch); break;
       case 'G':
         if (hm_gen_cases_parse(optarg, &cases) != HM_OK) return cli_refuse(&c, "--cases '%s': %s", optarg, hm_errmsg());
         cases_arg = optarg;
@@ -139,12 +138,9 @@ static int cmd_ref(int argc, char **argv) {
   const char *missing = !model ? "--config" : layer < 0 ? "--layer" : !rows ? "--rows" : !tp ? "--tp"
                         : !have_seed ? "--seed" : !out ? "--out" : NULL;
   if (missing) return cli_refuse(&c, "%s is required", missing);
-  const bool gfx942 = !strcmp(arch, "gfx942");
+  const bool gfx942 = launch_tool_arch(arch) == HM_ARCH_GFX942;
   /* the gfx942 copies and kernels are TP4 only, at most 42 rows (spec/mono.md §5.1.3, §5.3.1) */
-  if (gfx942 && tp != 4) return cli_refuse(&c, "--tp %ld: --arch gfx942 is TP 4 only (spec/mono.md §5.1.3)", tp);
-  if (gfx942 && rows > HM_MAX_ROWS_GFX942)
-    return cli_refuse(&c, "--rows %ld: --arch gfx942 takes at most %d rows (spec/mono.md §5.3.1)", rows,
-                      HM_MAX_ROWS_GFX942);
+  if (launch_tool_arch_shape(&c, launch_tool_arch(arch), tp, rows)) return CLI_EXIT_MISUSE;
   if (launch_tool_step_shape(&c, rows, reqs, context, 0)) return CLI_EXIT_MISUSE;
   if ((cases & HM_GEN_PAD) && rows < 2) return cli_refuse(&c, "--cases pad: needs --rows 2 or more (one row padding)");
   hm_layer_config cfg;

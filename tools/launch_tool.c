@@ -3,13 +3,16 @@
 
 #include "launch_tool.h"
 
-hm_status launch_tool_weights(const hm_layer_config *cfg, uint32_t tp, uint64_t seed, uint32_t parts,
+#include <stdlib.h>
+#include <string.h>
+
+hm_status launch_tool_weights(const hm_layer_config *cfg, uint32_t tp, uint64_t seed, uint32_t parts, hm_arch arch,
                               hm_layer_weights *w) {
   hm_gen gen;
   hm_status st = hm_gen_init(&gen, cfg, seed);
   if (st != HM_OK) return st;
   hm_source src = hm_gen_source(&gen);
-  hm_build_opts bo = {.parts = parts};
+  hm_build_opts bo = {.parts = parts, .arch = arch};
   uint32_t r = 0;
   for (; r < tp; r++)
     if ((st = hm_weights_build(cfg, tp, r, &src, &bo, &w[r])) != HM_OK) break;
@@ -38,5 +41,47 @@ int launch_tool_step_shape(cli *c, long rows, long reqs, long ctx, long block) {
     return cli_refuse(c, "--ctx %ld and --rows %ld: must stay below a request's %d slots", ctx, rows, LAUNCH_TOOL_SLOTS);
   if (block && (block & (block - 1)))
     return cli_refuse(c, "--block %ld: must be a power of two (an even divisor of %d)", block, LAUNCH_TOOL_SLOTS);
+  return 0;
+}
+
+const char *const launch_tool_arches[] = {"gfx950", "gfx942", NULL};
+
+static const char *arch_name(hm_arch arch) { return arch == HM_ARCH_GFX942 ? "gfx942" : "gfx950"; }
+
+hm_arch launch_tool_arch(const char *word) { return !strcmp(word, "gfx942") ? HM_ARCH_GFX942 : HM_ARCH_GFX950; }
+
+int launch_tool_arch_shape(cli *c, hm_arch arch, long tp, long rows) {
+  if (arch != HM_ARCH_GFX942) return 0;
+  if (tp != 4) return cli_refuse(c, "--tp %ld: --arch gfx942 is TP 4 only (spec/mono.md §5.1.3)", tp);
+  if (rows > HM_MAX_ROWS_GFX942)
+    return cli_refuse(c, "--rows %ld: --arch gfx942 takes at most %d rows (spec/mono.md §5.3.1)", rows,
+                      HM_MAX_ROWS_GFX942);
+  return 0;
+}
+
+int launch_tool_arch_k12(cli *c, const char *arch) {
+  if (strcmp(arch, "gfx942")) return 0;
+  return cli_refuse(c, "--arch gfx942: K1 and K2 are not written for gfx942 yet (issue 13); only the FFN launch "
+                       "runs there (ffn --arch gfx942)");
+}
+
+void launch_tool_arch_select(hm_arch arch) {
+  const char *set = getenv("HSAMONO_SIM_ARCH");
+  if (!set || !*set) setenv("HSAMONO_SIM_ARCH", arch_name(arch), 1);
+}
+
+int launch_tool_arch_agents(const char *prog, hm_runtime *rt, uint32_t tp, hm_arch arch) {
+  const char *want = arch_name(arch);
+  for (uint32_t r = 0; r < tp && r < hm_agent_count(rt); r++) {
+    const char *name = hm_agent_info_of(hm_agent_get(rt, r))->name;
+    if (strcmp(name, want)) {
+      if (hm_runtime_is_sim(rt))
+        fprintf(stderr, "%s: --arch %s: agent %u is a %s (the software agent as HSAMONO_SIM_ARCH=%s makes it: "
+                "unset it or set it to %s)\n", prog, want, r, name, name, want);
+      else
+        fprintf(stderr, "%s: --arch %s: agent %u is a %s (run it on a %s GPU)\n", prog, want, r, name, want);
+      return CLI_EXIT_NOT_RUN;
+    }
+  }
   return 0;
 }

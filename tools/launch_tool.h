@@ -10,10 +10,37 @@
 #include "hm_hsa.h"
 #include "hm_weights.h"
 
-/* Ranks 0..tp-1 of layer cfg's weights (HM_WPART_* parts) from the seeded generator into w[]. On
- * failure nothing is left allocated and hm_errmsg says why. */
-hm_status launch_tool_weights(const hm_layer_config *cfg, uint32_t tp, uint64_t seed, uint32_t parts,
+/* Ranks 0..tp-1 of layer cfg's weights (HM_WPART_* parts) from the seeded generator into w[], the
+ * layouts of `arch` (gfx942: its own copies, spec/mono.md §4.4). On failure nothing is left
+ * allocated and hm_errmsg says why. */
+hm_status launch_tool_weights(const hm_layer_config *cfg, uint32_t tp, uint64_t seed, uint32_t parts, hm_arch arch,
                               hm_layer_weights *w);
+
+/* --arch: the words it takes (NULL-terminated; gfx950 the default) and the hm_arch of one. */
+extern const char *const launch_tool_arches[];
+hm_arch launch_tool_arch(const char *word);
+
+/* What --arch gfx942 allows of a launch that runs there (the FFN launch): TP 4 only (spec/mono.md
+ * §5.1.3) and at most HM_MAX_ROWS_GFX942 rows (§5.3.1; rows the largest asked for). 0, or the
+ * refusal's exit code with the reason printed. gfx950: 0. */
+int launch_tool_arch_shape(cli *c, hm_arch arch, long tp, long rows);
+
+/* --arch on a command that runs K1 or K2 (k1, layer, model): gfx942 refused, those kernels are not
+ * written for it yet (issue 13; their bind refuses a gfx942 agent, spec/mono.md §5.1.2). 0, or the
+ * refusal's exit code. */
+int launch_tool_arch_k12(cli *c, const char *arch);
+/* the usage's line for it */
+#define LAUNCH_TOOL_ARCH_K12_HELP \
+  "--arch gfx950 (the default); gfx942 is refused: K1 and K2 are not written for it yet (ffn --arch gfx942 runs).\n"
+
+/* Before the runtime opens: the software agent made the architecture asked for where the user has
+ * not set HSAMONO_SIM_ARCH (a GPU's runtime does not read it). */
+void launch_tool_arch_select(hm_arch arch);
+
+/* After it opened: agents 0..tp-1 must be of `arch` (a GPU's own, or the software agent's
+ * HSAMONO_SIM_ARCH). 0, or CLI_EXIT_NOT_RUN with one line on stderr saying which agent is what and
+ * what to change ("prog: --arch gfx942: agent 0 is a gfx950 ..."). */
+int launch_tool_arch_agents(const char *prog, hm_runtime *rt, uint32_t tp, hm_arch arch);
 
 /* The grid of a persistent launch on rt: on the software agent 8 CTAs a rank (its CTAs are CPU
  * threads; a part's 256 would take longer to start than a launch's arrival check waits) and no CU

@@ -22,13 +22,13 @@ static int run(const char *args) {
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
-/* Runs `HSAMONO_RUNTIME=sim hsa-mono-check args`, its output (stdout and stderr) into the log and into
- * out (caller frees); the exit status. */
-static int run_sim(const char *args, char **out) {
+/* Runs `HSAMONO_RUNTIME=sim [env] hsa-mono-check args` (env: more assignments, or NULL), its output
+ * (stdout and stderr) into the log and into out (caller frees); the exit status. */
+static int run_sim_env(const char *env, const char *args, char **out) {
   const char *bin = getenv("HSAMONO_CHECK_BIN");
   ck_assert_msg(bin != NULL, "HSAMONO_CHECK_BIN not set");
   char cmd[1024];
-  snprintf(cmd, sizeof cmd, "HSAMONO_RUNTIME=sim %s %s 2>&1", bin, args);
+  snprintf(cmd, sizeof cmd, "HSAMONO_RUNTIME=sim %s %s %s 2>&1", env ? env : "", bin, args);
   FILE *p = popen(cmd, "r");
   ck_assert_ptr_nonnull(p);
   size_t cap = 1 << 16, n = 0;
@@ -43,6 +43,8 @@ static int run_sim(const char *args, char **out) {
   *out = buf;
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
+
+static int run_sim(const char *args, char **out) { return run_sim_env(NULL, args, out); }
 
 /* How many lines of out start with "  name " and hold " ok ". */
 static unsigned ok_lines(const char *out, const char *name) {
@@ -328,6 +330,67 @@ START_TEST(ffn_harness) {
 }
 END_TEST
 
+/* The relative error the line "  name max_abs A rel R ..." of out prints (R), or -1 without one. */
+static double line_rel(const char *out, const char *name) {
+  char head[32];
+  snprintf(head, sizeof head, "\n  %-8s max_abs ", name);
+  const char *l = strstr(out, head);
+  double a, r;
+  return l && sscanf(l + strlen(head), "%lf rel %lf", &a, &r) == 2 ? r : -1;
+}
+
+/* `ffn --arch gfx942` (issue 13 item 4): with HSAMONO_SIM_ARCH unset the tool makes the software
+ * agent a gfx942 itself, runs the gfx942 copies there at TP4 (a tiny layer, 7 rows: one token tile of
+ * 6 and one) and checks them against the reference's gfx942 mode: every output within tolerance,
+ * ranks 1-3 holding rank 0's bits. The seam is the same f32 code on both sides (exact, as
+ * test_ffn942's expect_seam_exact); x differs from the gfx942 mode only where the agent's MFMA
+ * rounds a 32-product block once (test_ffn942: under 1e-3, measured 0), so 1e-3 here, a tenth of the
+ * tool's own budget. Then the refusals: each exit 2 with one line saying why, nothing run. */
+START_TEST(ffn_harness_gfx942) {
+  char *out;
+  ck_assert_int_eq(
+      run_sim_env("env -u HSAMONO_SIM_ARCH", "ffn --config tiny --tp 4 --rows 7 --seed 3 --arch gfx942", &out), 0);
+  ck_assert_ptr_nonnull(strstr(out, "TP4, 7 rows, gfx942, seed 3"));
+  ck_assert_ptr_nonnull(strstr(out, "rank 0 against the reference (its gfx942 mode):"));
+  static const char *const outputs[] = {"x", "res", "post", "comb", "pre"};
+  for (unsigned i = 0; i < 5; i++)
+    ck_assert_msg(ok_lines(out, outputs[i]) == 1, "no single ok line for %s", outputs[i]);
+  for (unsigned i = 1; i < 5; i++) ck_assert_msg(line_rel(out, outputs[i]) == 0, "%s is not exact", outputs[i]);
+  const double rx = line_rel(out, "x");
+  ck_assert_msg(rx >= 0 && rx < 1e-3, "x: rel %g", rx);
+  for (unsigned r = 1; r < 4; r++) {
+    char held[40];
+    snprintf(held, sizeof held, "rank %u: holds rank 0's bits", r);
+    ck_assert_ptr_nonnull(strstr(out, held));
+  }
+  ck_assert_ptr_nonnull(strstr(out, "\nPASS\n"));
+  free(out);
+  static const struct {
+    const char *env, *args, *says;
+  } bad[] = {
+      {NULL, "ffn --config tiny --tp 2 --rows 7 --arch gfx942",
+       "hsa-mono-check ffn: --tp 2: --arch gfx942 is TP 4 only (spec/mono.md §5.1.3)\n"},
+      {NULL, "ffn --config tiny --tp 4 --rows 43 --arch gfx942",
+       "hsa-mono-check ffn: --rows 43: --arch gfx942 takes at most 42 rows (spec/mono.md §5.3.1)\n"},
+      {NULL, "k1 --config tiny --tp 4 --rows 2 --ratio 2 --arch gfx942",
+       "hsa-mono-check k1: --arch gfx942: K1 and K2 are not written for gfx942 yet (issue 13); only the FFN "
+       "launch runs there (ffn --arch gfx942)\n"},
+      {NULL, "layer --config tiny --layer 3 --tp 4 --rows 2 --arch gfx942",
+       "hsa-mono-check layer: --arch gfx942: K1 and K2 are not written for gfx942 yet (issue 13)"},
+      /* the user's HSAMONO_SIM_ARCH kept, and named as the conflict */
+      {"HSAMONO_SIM_ARCH=gfx950", "ffn --config tiny --tp 4 --rows 7 --arch gfx942",
+       "hsa-mono-check ffn: --arch gfx942: agent 0 is a gfx950 (the software agent as HSAMONO_SIM_ARCH=gfx950 "
+       "makes it: unset it or set it to gfx942)\n"},
+  };
+  for (unsigned i = 0; i < sizeof bad / sizeof *bad; i++) {
+    ck_assert_msg(run_sim_env(bad[i].env, bad[i].args, &out) == 2, "%s: not exit status 2", bad[i].args);
+    ck_assert_msg(strstr(out, bad[i].says) != NULL, "%s: the reason is not \"%s\"", bad[i].args, bad[i].says);
+    ck_assert_msg(!strstr(out, "rank 0 against the reference"), "%s: ran anyway", bad[i].args);
+    free(out);
+  }
+}
+END_TEST
+
 /* The K1 harness on the software agent: a tiny REUSE layer (ratio 2) at TP2 passes, a line for
  * every output within its tolerance, every rank holding rank 0's bits; a ratio K1 has no layer of
  * and a layer whose ratio is not --ratio's are usage errors (exit status 2). */
@@ -477,6 +540,7 @@ Suite *hm_test_suite(void) {
                            {"ref_reduced_from_checkpoint", ref_reduced_from_checkpoint},
                            {"ref_gfx942_files", ref_gfx942_files},
                            {"ffn_harness", ffn_harness},
+                           {"ffn_harness_gfx942", ffn_harness_gfx942},
                            {"k1_harness", k1_harness},
                            {"layer_harness", layer_harness},
                            {"layer_from_checkpoint", layer_from_checkpoint},

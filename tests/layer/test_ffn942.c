@@ -1,5 +1,5 @@
-/* tests/layer/test_ffn942.c: the FFN launch on gfx942 (issue 13) on the software agent at TP4, rows 1,
- * 6, 7, 42 against an oracle, and the gfx942 refusals (§5.1.3 TP, §5.3.1 rows, the other arch's weights). */
+/* tests/layer/test_ffn942.c: the FFN launch on gfx942 (issue 13) on the software agent at TP4, rows 1, 6,
+ * 7, 42 against an oracle, replays, and the refusals (§5.1.3 TP, §5.3.1 rows, the other arch's weights). */
 #include <check.h>
 #include <math.h>
 #include <stdbool.h>
@@ -235,6 +235,144 @@ START_TEST(full_dims_tp4) {
 }
 END_TEST
 
+/* ---------------------------------------------------------------- replays */
+
+/* Replays on gfx942 whose inputs change every replay, as test_ffn.c's replays_bit_identical does on
+ * gfx950: two input sets of 7 rows (two token tiles of gfx942's 6) are each stepped once and checked
+ * against the oracle there, those outputs the set's expected bits. Then one launch a rank is recorded
+ * into a chain on device buffers the test owns and replayed with the sets alternating (never one twice
+ * in a row, the first not the set stepped last): every rank's outputs must be that set's bits, and each rank's tag (2e + 2,
+ * its mailbox flags' value) one epoch past the launch before. A launch that reused an epoch or read a
+ * mailbox or a peer's push of the replay before hands on the previous set's values and fails here.
+ * 6 replays of TP4, each set three times, to stay within ~10 s of the agent's time (the epoch logic is
+ * gfx950's, replayed 200 times there). */
+enum { SETS942 = 2, REPLAYS942 = 6 };
+
+typedef struct rec942 {
+  hm_queue *q;
+  hm_chain *c;
+  hm_ffn_io io;
+  tl_stage st;
+  void *dev[10];
+} rec942;
+
+static void rec942_create(hm_runtime *rt, hm_ffn *f, hm_agent *a, uint32_t S, uint32_t D, rec942 *k) {
+  memset(k, 0, sizeof *k);
+  const size_t bytes[10] = {(size_t)S * D * 2, (size_t)S * 4 * D * 2, S * 16u, S * 64u, S * 16u,
+                            (size_t)S * D * 2, (size_t)S * 4 * D * 2, S * 16u, S * 64u, S * 16u};
+  tl_stage_init(&k->st, rt, a, (size_t)S * 4 * D * 4);
+  ck_assert_int_eq(hm_queue_create(a, 64, &k->q), HM_OK);
+  ck_assert_int_eq(hm_chain_create(k->q, &k->c), HM_OK);
+  void **b = k->dev;
+  for (int i = 0; i < 10; i++) b[i] = tl_dev_alloc(a, bytes[i]);
+  k->io = (hm_ffn_io){.rows = S, .part = b[0], .res_in = b[1], .post_in = b[2], .comb_in = b[3], .pre_in = b[4],
+                      .out = b[5], .res_out = b[6], .post_out = b[7], .comb_out = b[8], .pre_out = b[9]};
+  ck_assert_msg(hm_ffn_record(f, k->c, &k->io) == HM_OK, "record: %s", hm_errmsg());
+}
+
+static void rec942_destroy(hm_runtime *rt, rec942 *k) {
+  hm_chain_destroy(k->c);
+  hm_queue_destroy(k->q);
+  tl_stage_free(&k->st);
+  for (int i = 0; i < 10; i++) hm_mem_free(rt, k->dev[i]);
+}
+
+static uint32_t rec942_tag(hm_ffn_group *g, uint32_t r, rec942 *k, uint32_t S) {
+  struct hm_ffn_scratch_layout L;
+  const uint8_t *scr = hm_ffn_scratch(hm_ffn_group_rank(g, r), S, &L);
+  ck_assert_ptr_nonnull(scr);
+  return tl_get_u32(&k->st, scr + L.xrdy);
+}
+
+static bool same_bits(const hm_ffn_outputs *a, const hm_ffn_outputs *b, uint32_t S, uint32_t D) {
+  return !memcmp(a->x, b->x, (size_t)S * D * 4) && !memcmp(a->res, b->res, (size_t)S * 4 * D * 4) &&
+         !memcmp(a->post, b->post, (size_t)S * 16) && !memcmp(a->comb, b->comb, (size_t)S * 64) &&
+         !memcmp(a->pre, b->pre, (size_t)S * 16);
+}
+
+START_TEST(replays_bit_identical) {
+  hm_layer_config cfg = tl_config("tiny", 3, 0, 0);
+  const uint32_t S = 7, D = cfg.hidden;
+  const uint64_t seed = 9450;
+  hm_runtime *rt = open_gfx942();
+  hm_layer_weights w[4];
+  tl_build_group_arch(&cfg, 4, seed, HM_WPART_FFN, HM_ARCH_GFX942, w);
+  hm_ffn_group *g;
+  ck_assert_msg(hm_ffn_group_create(rt, w, 4, &small_grid, &g) == HM_OK, "group: %s", hm_errmsg());
+  tl_ffn_inputs in[SETS942];
+  hm_ffn_outputs want[SETS942][4], got[4];
+  for (uint32_t k = 0; k < SETS942; k++) {
+    tl_ffn_inputs_make(&cfg, S, 4, seed + k, &in[k]);
+    for (uint32_t r = 0; r < 4; r++) {
+      char n[32];
+      snprintf(n, sizeof n, "test.part%u", r);
+      hm_gen_normal(seed + k, n, (uint64_t)S * D, 0.0f, 0.5f, true, in[k].parts[r]);
+    }
+    hm_ffn_inputs fi = {.rows = S, .res = in[k].res, .post = in[k].post, .comb = in[k].comb, .pre = in[k].pre};
+    for (uint32_t r = 0; r < 4; r++) fi.parts[r] = in[k].parts[r];
+    tl_ffn_outputs_alloc(want[k], 4, S, D);
+    ck_assert_msg(hm_ffn_group_step(g, &fi, 1, want[k], NULL) == HM_OK, "set %u: %s", k, hm_errmsg());
+    hm_tensor_set ref;
+    oracle(&cfg, seed, S, &in[k], &ref);
+    expect_ranks_identical(want[k], S, D);
+    expect_seam_exact(&ref, &want[k][0], S, D);
+    expect_x_close(&ref, "the oracle", false, want[k][0].x, S, D);
+    hm_tset_free(&ref);
+    for (uint32_t j = 0; j < k; j++)
+      ck_assert_msg(!same_bits(&want[j][0], &want[k][0], S, D), "sets %u and %u give the same outputs", j, k);
+  }
+  tl_ffn_outputs_alloc(got, 4, S, D);
+  rec942 rec[4];
+  uint32_t tag[4];
+  for (uint32_t r = 0; r < 4; r++) {
+    rec942_create(rt, hm_ffn_group_rank(g, r), hm_agent_get(rt, r), S, D, &rec[r]);
+    tag[r] = rec942_tag(g, r, &rec[r], S);
+    ck_assert_msg(tag[r] == 2 * (SETS942 - 1) + 2, "rank %u: tag %u after %u steps from epoch 0", r, tag[r], SETS942);
+  }
+  uint32_t order[REPLAYS942];
+  tl_replay_order(SETS942, SETS942 - 1, seed, REPLAYS942, order);
+  for (uint32_t n = 0; n < REPLAYS942; n++) {
+    const uint32_t k = order[n];
+    for (uint32_t r = 0; r < 4; r++) {
+      const hm_ffn_io *io = &rec[r].io;
+      tl_put_bf16(&rec[r].st, (void *)io->part, in[k].parts[r], (uint64_t)S * D);
+      tl_put_bf16(&rec[r].st, (void *)io->res_in, in[k].res, (uint64_t)S * 4 * D);
+      tl_put(&rec[r].st, (void *)io->post_in, in[k].post, S * 16);
+      tl_put(&rec[r].st, (void *)io->comb_in, in[k].comb, S * 64);
+      tl_put(&rec[r].st, (void *)io->pre_in, in[k].pre, S * 16);
+    }
+    /* every rank's chain in flight at once: the launches all-reduce with each other */
+    for (uint32_t r = 0; r < 4; r++) ck_assert_int_eq(hm_chain_replay(rec[r].c), HM_OK);
+    for (uint32_t r = 0; r < 4; r++) {
+      const hm_ffn *f = hm_ffn_group_rank(g, r);
+      ck_assert_msg(hm_chain_wait(rec[r].c, 600000000000ull) == HM_OK && hm_ffn_status(f) == HM_OK,
+                    "replay %u, rank %u: %s", n, r, hm_errmsg());
+      const uint32_t t = rec942_tag(g, r, &rec[r], S);
+      ck_assert_msg(t == tag[r] + 2, "replay %u, rank %u: tag %u after %u: the epoch did not advance by one", n, r, t,
+                    tag[r]);
+      tag[r] = t;
+      const hm_ffn_io *io = &rec[r].io;
+      tl_get_bf16(&rec[r].st, got[r].x, io->out, (uint64_t)S * D);
+      tl_get_bf16(&rec[r].st, got[r].res, io->res_out, (uint64_t)S * 4 * D);
+      tl_get(&rec[r].st, got[r].post, io->post_out, S * 16);
+      tl_get(&rec[r].st, got[r].comb, io->comb_out, S * 64);
+      tl_get(&rec[r].st, got[r].pre, io->pre_out, S * 16);
+      if (same_bits(&got[r], &want[k][r], S, D)) continue;
+      for (uint32_t j = 0; j < SETS942; j++)
+        ck_assert_msg(j == k || !same_bits(&got[r], &want[j][r], S, D),
+                      "replay %u (set %u), rank %u: the outputs are set %u's, not this set's", n, k, r, j);
+      ck_abort_msg("replay %u (set %u), rank %u: the outputs differ from every set's", n, k, r);
+    }
+  }
+  for (uint32_t r = 0; r < 4; r++) rec942_destroy(rt, &rec[r]);
+  tl_ffn_outputs_free(got, 4);
+  for (uint32_t k = 0; k < SETS942; k++) tl_ffn_outputs_free(want[k], 4), tl_ffn_inputs_free(&in[k]);
+  hm_ffn_group_destroy(g);
+  tl_free_group(w, 4);
+  hm_runtime_close(rt);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- refusals */
 
 static void expect_status(hm_status st, hm_status want, const char *words) {
@@ -317,6 +455,7 @@ Suite *hm_test_suite(void) {
       {"tiny_tp4_rows", tiny_tp4_rows},
       {"tiny_draft_tp4", tiny_draft_tp4},
       {"full_dims_tp4", full_dims_tp4},
+      {"replays_bit_identical", replays_bit_identical},
   };
   return TL_SUITE("ffn942", tests, 1800);
 }

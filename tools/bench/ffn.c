@@ -18,7 +18,7 @@
 static void usage(FILE *f) {
   fprintf(f,
           "usage: hsa-mono-bench ffn [--tp N] [--rows R[,R...]] [--config v41-flash|tiny] [--layer L]\n"
-          "                          [--experts E --topk K] [--steps N] [--seed S] [--ctas G]\n"
+          "                          [--experts E --topk K] [--steps N] [--seed S] [--ctas G] [--arch A]\n"
           "                          " BENCH_TL_USAGE "\n"
           "\n"
           "Runs the FFN launch of layer L (default 3) for a TP group (default 4) in this process, each rank\n"
@@ -29,11 +29,14 @@ static void usage(FILE *f) {
           "(7.2 TB/s measured). On the software agent the default build cuts the routed experts to 32\n"
           "(top-6) so a step takes seconds, not minutes; its times are CPU times, printed for the record,\n"
           "not GPU figures, and its grid is 8 CTAs a rank (--ctas G: another grid; a GPU's default is one\n"
-          "CTA a CU).\n" BENCH_TL_HELP);
+          "CTA a CU).\n"
+          "--arch gfx942 (MI300X/MI325X): the gfx942 weight copies on gfx942 agents (the software agent made one\n"
+          "unless HSAMONO_SIM_ARCH says otherwise), TP 4 and at most 42 rows, the floor at MI300X's 5.3 TB/s\n"
+          "peak (4.2 TB/s measured). Default gfx950.\n" BENCH_TL_HELP);
 }
 
 int bench_ffn(int argc, char **argv) {
-  const char *model = "v41-flash", *tlpath = NULL;
+  const char *model = "v41-flash", *tlpath = NULL, *arch_word = "gfx950";
   long layer = 3, tp = 4, steps = 0, experts = -1, topk = 0, ctas = 0;
   unsigned long long seed = 1;
   uint32_t rows[MAX_ROWS_LIST] = {1, 8};
@@ -43,7 +46,8 @@ int bench_ffn(int argc, char **argv) {
                                        {"experts", required_argument, 0, 'e'}, {"topk", required_argument, 0, 'k'},
                                        {"steps", required_argument, 0, 'n'},   {"seed", required_argument, 0, 's'},
                                        {"ctas", required_argument, 0, 'g'},    {"timeline", required_argument, 0, 'T'},
-                                       {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+                                       {"arch", required_argument, 0, 'a'},    {"help", no_argument, 0, 'h'},
+                                       {0, 0, 0, 0}};
   cli c = {.prog = "hsa-mono-bench ffn", .usage = usage};
   int o;
   optind = 1;
@@ -59,15 +63,29 @@ int bench_ffn(int argc, char **argv) {
       case 's': cli_u64(&c, &seed); break;
       case 'g': cli_long(&c, 1, LAUNCH_TOOL_MAX_CTAS, &ctas); break;
       case 'T': bench_tl_arg(&c, &tlpath); break;
+      case 'a': cli_word(&c, launch_tool_arches, &arch_word); break;
       case 'h': usage(stdout); return 0;
     }
   }
   if (cli_end(&c, argc, argv)) return CLI_EXIT_MISUSE;
+  const hm_arch arch = launch_tool_arch(arch_word);
+  uint32_t most = 0;
+  for (unsigned i = 0; i < nrows; i++) most = rows[i] > most ? rows[i] : most;
+  if (launch_tool_arch_shape(&c, arch, tp, most)) return CLI_EXIT_MISUSE;
   hm_layer_config cfg;
   bool reduced;
   if (ffn_tool_layer(model, layer, experts > 0 ? experts : 0, topk, &cfg, &reduced) != HM_OK)
     return cli_refuse(&c, "%s", hm_errmsg());
+  launch_tool_arch_select(arch);
   hm_runtime *rt = bench_open();
+  if (launch_tool_arch_agents(c.prog, rt, (uint32_t)tp, arch)) {
+    hm_runtime_close(rt);
+    return CLI_EXIT_NOT_RUN;
+  }
+  /* the part's HBM: the floor a step's bytes are set against */
+  const bool mi300 = arch == HM_ARCH_GFX942;
+  const double peak = mi300 ? BENCH_HBM_PEAK_GFX942 : BENCH_HBM_PEAK;
+  const double real = mi300 ? BENCH_HBM_REAL_GFX942 : BENCH_HBM_REAL;
   if (!steps) steps = hm_runtime_is_sim(rt) ? 2 : 100;
   /* the software agent's default: 32 experts of V4.1-Flash's 384, so a step takes seconds */
   if (experts < 0) experts = hm_runtime_is_sim(rt) && !strcmp(model, "v41-flash") ? 32 : 0;
@@ -76,22 +94,26 @@ int bench_ffn(int argc, char **argv) {
     hm_runtime_close(rt);
     return CLI_EXIT_MISUSE;
   }
-  printf("# FFN launch: %s layer %ld, hidden %u, %u experts top-%u%s, TP%ld, %ld steps a width\n", model, layer,
-         cfg.hidden, cfg.experts, cfg.topk, reduced ? " (REDUCED expert count)" : "", tp, steps);
+  printf("# FFN launch: %s layer %ld, hidden %u, %u experts top-%u%s, TP%ld, %s (%s, HBM %.1f TB/s peak), %ld steps a "
+         "width\n",
+         model, layer, cfg.hidden, cfg.experts, cfg.topk, reduced ? " (REDUCED expert count)" : "", tp, arch_word,
+         mi300 ? "MI300X" : "MI355X", peak / 1e12, steps);
   hm_layer_weights w[4];
   int rc = CLI_EXIT_NOT_RUN;
   uint32_t built = 0;
   hm_ffn_group *g = NULL;
   bench_tl *tl = NULL;
   if (tlpath && !(tl = bench_tl_new(tlpath))) goto fail;
-  if (launch_tool_weights(&cfg, (uint32_t)tp, seed, HM_WPART_FFN, w) != HM_OK) goto fail;
+  if (launch_tool_weights(&cfg, (uint32_t)tp, seed, HM_WPART_FFN, arch, w) != HM_OK) goto fail;
   built = (uint32_t)tp;
   hm_ffn_config fc = ffn_tool_launch(rt, reduced, ctas);
   fc.timeline = tl != NULL;
   if (hm_ffn_group_create(rt, w, (uint32_t)tp, &fc, &g) != HM_OK) goto fail;
   printf("# grid %u CTAs x 512 work-items a rank\n", hm_ffn_grid(hm_ffn_group_rank(g, 0)));
-  printf("%6s %12s %10s %12s %12s %12s %9s\n", "rows", "us/step", "experts", "bytes/rank", "floor_us@8.0",
-         "floor_us@7.2", "x_floor");
+  char fpeak[24], freal[24];
+  snprintf(fpeak, sizeof fpeak, "floor_us@%.1f", peak / 1e12);
+  snprintf(freal, sizeof freal, "floor_us@%.1f", real / 1e12);
+  printf("%6s %12s %10s %12s %12s %12s %9s\n", "rows", "us/step", "experts", "bytes/rank", fpeak, freal, "x_floor");
   for (unsigned i = 0; i < nrows; i++) {
     const uint32_t S = rows[i], D = cfg.hidden;
     float *parts[4] = {0}, *res = malloc(sizeof(float) * S * 4 * D), *post = malloc(sizeof(float) * S * 4);
@@ -128,9 +150,9 @@ int bench_ffn(int argc, char **argv) {
     for (uint32_t r = 0; r < 4; r++) free(parts[r]);
     free(res), free(post), free(comb), free(pre);
     if (st) goto fail;
-    double f8 = (double)bytes / BENCH_HBM_PEAK * 1e6, f7 = (double)bytes / BENCH_HBM_REAL * 1e6;
-    printf("%6u %12.1f %10u %12llu %12.2f %12.2f %9.1f%s\n", S, ns / 1e3, ne, (unsigned long long)bytes, f8, f7,
-           ns / 1e3 / f8, hm_runtime_is_sim(rt) ? "  (software agent: CPU time)" : "");
+    double f8 = (double)bytes / peak * 1e6, f7 = (double)bytes / real * 1e6;
+    printf("%6u %12.1f %10u %12llu %12.2f %12.2f %9.1f  %s%s\n", S, ns / 1e3, ne, (unsigned long long)bytes, f8, f7,
+           ns / 1e3 / f8, arch_word, hm_runtime_is_sim(rt) ? "  (software agent: CPU time)" : "");
   }
   rc = tl && bench_tl_write(tl, "hsa-mono-bench ffn") ? CLI_EXIT_NOT_RUN : 0;
   goto done;

@@ -19,7 +19,7 @@
 static void usage(FILE *f) {
   fprintf(f,
           "usage: hsa-mono-bench k1 [--tp N] [--rows R[,R...]] [--config v41-flash|tiny] [--layer L]\n"
-          "                         [--steps N] [--seed S] [--ctas G] " BENCH_TL_USAGE "\n"
+          "                         [--steps N] [--seed S] [--ctas G] [--arch A] " BENCH_TL_USAGE "\n"
           "\n"
           "Runs K1 (the attention seam and front) of layer L (default 3, a ratio-2 REUSE layer) for a TP\n"
           "group (default 4) in this process, each rank on its own agent, `steps` steps (default 100 on a\n"
@@ -28,7 +28,8 @@ static void usage(FILE *f) {
           "wq_b, the seam's weights, the norms, the RoPE rows, the step's inputs, records and outputs) and\n"
           "the floor those bytes take at MI355X's 8.0 TB/s peak (7.2 TB/s measured). On the software\n"
           "agent its times are CPU times, printed for the record, not GPU figures, and its grid is 8 CTAs\n"
-          "a rank (--ctas G: another grid; a GPU's default is one CTA a CU).\n" BENCH_TL_HELP);
+          "a rank (--ctas G: another grid; a GPU's default is one CTA a CU).\n" BENCH_TL_HELP
+          LAUNCH_TOOL_ARCH_K12_HELP);
 }
 
 int bench_k1(int argc, char **argv) {
@@ -37,10 +38,12 @@ int bench_k1(int argc, char **argv) {
   unsigned long long seed = 1;
   uint32_t rows[MAX_ROWS_LIST] = {1, 8};
   unsigned nrows = 2;
+  const char *arch_word = "gfx950";
   static const struct option opts[] = {{"tp", required_argument, 0, 't'},    {"rows", required_argument, 0, 'r'},
                                        {"config", required_argument, 0, 'c'}, {"layer", required_argument, 0, 'l'},
                                        {"steps", required_argument, 0, 'n'},  {"seed", required_argument, 0, 's'},
-                                       {"ctas", required_argument, 0, 'g'},   {"help", no_argument, 0, 'h'},
+                                       {"ctas", required_argument, 0, 'g'},   {"arch", required_argument, 0, 'a'},
+                                       {"help", no_argument, 0, 'h'},
                                        {"timeline", required_argument, 0, 'T'}, {0, 0, 0, 0}};
   cli c = {.prog = "hsa-mono-bench k1", .usage = usage};
   int o;
@@ -55,10 +58,12 @@ int bench_k1(int argc, char **argv) {
       case 's': cli_u64(&c, &seed); break;
       case 'g': cli_long(&c, 1, LAUNCH_TOOL_MAX_CTAS, &ctas); break;
       case 'T': bench_tl_arg(&c, &tlpath); break;
+      case 'a': cli_word(&c, launch_tool_arches, &arch_word); break;
       case 'h': usage(stdout); return 0;
     }
   }
   if (cli_end(&c, argc, argv)) return CLI_EXIT_MISUSE;
+  if (launch_tool_arch_k12(&c, arch_word)) return CLI_EXIT_MISUSE;
   hm_layer_config cfg;
   if (hm_config_by_name(model, (int32_t)layer, &cfg) != HM_OK) return cli_refuse(&c, "%s", hm_errmsg());
   hm_runtime *rt = bench_open();
@@ -74,7 +79,7 @@ int bench_k1(int argc, char **argv) {
   hm_k1_group *g = NULL;
   bench_tl *tl = NULL;
   if (tlpath && !(tl = bench_tl_new(tlpath))) goto fail;
-  if (launch_tool_weights(&cfg, (uint32_t)tp, seed, HM_WPART_ATTN, w) != HM_OK) goto fail;
+  if (launch_tool_weights(&cfg, (uint32_t)tp, seed, HM_WPART_ATTN, HM_ARCH_GFX950, w) != HM_OK) goto fail;
   built = (uint32_t)tp;
   hm_k1_config kc = {0};
   launch_tool_grid(rt, ctas, &kc.min_cus, &kc.ctas);

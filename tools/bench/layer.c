@@ -78,7 +78,7 @@ int bench_layer_time(hm_runtime *rt, const hm_layer_config *cfg, bool reduced, u
 static void usage(FILE *f) {
   fprintf(f,
           "usage: hsa-mono-bench layer [--layer L] [--tp N] [--rows R[,R...]] [--config v41-flash|tiny]\n"
-          "                            [--experts E] [--steps N] [--seed S] [--ctas G] " BENCH_TL_USAGE "\n"
+          "                            [--experts E] [--steps N] [--seed S] [--ctas G] [--arch A] " BENCH_TL_USAGE "\n"
           "\n"
           "Runs whole steps of layer L (default 3, a ratio-2 REUSE layer; any of 0..42: K1, on an index source\n"
           "the select step and keylist launch, K2) for a TP group (default 4) in this process, each rank on its\n"
@@ -90,7 +90,7 @@ static void usage(FILE *f) {
           "routed experts of v41-flash are cut to 32 (top-6) so a step takes seconds (--experts E: another\n"
           "count; every line says the run is reduced), its times are CPU times, printed for the record, not\n"
           "GPU figures, and its grid is 8 CTAs a rank (--ctas G: another grid; a GPU's default is one CTA a CU).\n"
-          BENCH_TL_HELP);
+          BENCH_TL_HELP LAUNCH_TOOL_ARCH_K12_HELP);
 }
 
 int bench_layer(int argc, char **argv) {
@@ -99,12 +99,13 @@ int bench_layer(int argc, char **argv) {
   unsigned long long seed = 1;
   uint32_t rows[MAX_ROWS_LIST] = {1, 8};
   unsigned nrows = 2;
+  const char *arch_word = "gfx950";
   static const struct option opts[] = {{"layer", required_argument, 0, 'l'},   {"tp", required_argument, 0, 't'},
                                        {"rows", required_argument, 0, 'r'},    {"config", required_argument, 0, 'c'},
                                        {"experts", required_argument, 0, 'e'}, {"steps", required_argument, 0, 'n'},
                                        {"seed", required_argument, 0, 's'},    {"ctas", required_argument, 0, 'g'},
-                                       {"timeline", required_argument, 0, 'T'}, {"help", no_argument, 0, 'h'},
-                                       {0, 0, 0, 0}};
+                                       {"timeline", required_argument, 0, 'T'}, {"arch", required_argument, 0, 'a'},
+                                       {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   cli c = {.prog = "hsa-mono-bench layer", .usage = usage};
   int o;
   optind = 1;
@@ -119,10 +120,12 @@ int bench_layer(int argc, char **argv) {
       case 's': cli_u64(&c, &seed); break;
       case 'g': cli_long(&c, 1, LAUNCH_TOOL_MAX_CTAS, &ctas); break;
       case 'T': bench_tl_arg(&c, &tlpath); break;
+      case 'a': cli_word(&c, launch_tool_arches, &arch_word); break;
       case 'h': usage(stdout); return 0;
     }
   }
   if (cli_end(&c, argc, argv)) return CLI_EXIT_MISUSE;
+  if (launch_tool_arch_k12(&c, arch_word)) return CLI_EXIT_MISUSE;
   hm_layer_config named;
   bool red;
   if (ffn_tool_layer(model, layer, experts > 0 ? experts : 0, 0, &named, &red) != HM_OK)

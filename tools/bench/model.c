@@ -35,7 +35,7 @@ static int parse_layers(cli *c, long *out, unsigned max, unsigned *n) {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: hsa-mono-bench model [--tp N] [--rows R[,R...]] [--layers A-B|L,L,...] [--config v41-flash|tiny]\n"
-          "                            [--experts E] [--steps N] [--seed S] [--ctas G]\n"
+          "                            [--experts E] [--steps N] [--seed S] [--ctas G] [--arch A]\n"
           "\n"
           "Times whole layer steps (as hsa-mono-bench layer: K1, the select step and keylist launch on an index\n"
           "source, K2) of each layer given, one TP group (default 4) at a time, for each row count (default\n"
@@ -45,7 +45,8 @@ static void usage(FILE *f) {
           "a decode step of all 43 layers (40 + 3 draft); with --layers each layer given counts once. `steps`\n"
           "steps a width (default 100 on a GPU, 1 on the software agent) after a warm-up. On the software\n"
           "agent the routed experts of v41-flash are cut to 32 (--experts E: another count), every line says\n"
-          "so and that its times are CPU times, and the grid is 8 CTAs a rank (--ctas G: another grid).\n");
+          "so and that its times are CPU times, and the grid is 8 CTAs a rank (--ctas G: another grid).\n"
+          LAUNCH_TOOL_ARCH_K12_HELP);
 }
 
 int bench_model(int argc, char **argv) {
@@ -56,11 +57,13 @@ int bench_model(int argc, char **argv) {
   unsigned nrows = 2, nl = sizeof kinds / sizeof *kinds;
   memcpy(layers, kinds, sizeof kinds);
   bool whole = true; /* the default list: each kind counted as often as the model has it */
+  const char *arch_word = "gfx950";
   static const struct option opts[] = {{"tp", required_argument, 0, 't'},      {"rows", required_argument, 0, 'r'},
                                        {"layers", required_argument, 0, 'l'},  {"config", required_argument, 0, 'c'},
                                        {"experts", required_argument, 0, 'e'}, {"steps", required_argument, 0, 'n'},
                                        {"seed", required_argument, 0, 's'},    {"ctas", required_argument, 0, 'g'},
-                                       {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+                                       {"arch", required_argument, 0, 'a'},
+                                       {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
   cli c = {.prog = "hsa-mono-bench model", .usage = usage};
   int o;
   optind = 1;
@@ -74,10 +77,12 @@ int bench_model(int argc, char **argv) {
       case 'n': cli_long(&c, 1, LAUNCH_TOOL_MAX_STEPS, &steps); break;
       case 's': cli_u64(&c, &seed); break;
       case 'g': cli_long(&c, 1, LAUNCH_TOOL_MAX_CTAS, &ctas); break;
+      case 'a': cli_word(&c, launch_tool_arches, &arch_word); break;
       case 'h': usage(stdout); return 0;
     }
   }
   if (cli_end(&c, argc, argv)) return CLI_EXIT_MISUSE;
+  if (launch_tool_arch_k12(&c, arch_word)) return CLI_EXIT_MISUSE;
   /* every layer given takes --experts (a count below a layer's top-k does not) */
   for (unsigned i = 0; i < nl; i++) {
     hm_layer_config probe;
