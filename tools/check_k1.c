@@ -164,7 +164,8 @@ int check_k1(int argc, char **argv) {
   hm_k1_config kc = {0};
   launch_tool_grid(rt, ctas, &kc.min_cus, &kc.ctas);
   /* the group builds, uploads and trims one rank's weights at a time; the reference builds each again */
-  if (hm_k1_group_create_source(rt, &cfg, T, &src, &bo, &kc, &g) != HM_OK || hm_k1_group_step(g, &step.in, 1, out, NULL) != HM_OK)
+  if (hm_k1_group_create_source(rt, &cfg, T, &src, &bo, &kc, &g) != HM_OK ||
+      hm_k1_group_step(g, &step.in, 1, out, NULL) != HM_OK)
     goto done;
   if (hm_k1_index_build(hm_k1_group_rank(g, 0)) != index) {
     fprintf(stderr, "hsa-mono-check k1: the runner's index build disagrees with layer %ld's roles\n", layer);

@@ -96,7 +96,8 @@ out:
 
 static hm_status k1_rank(const hm_layer_weights *w, uint32_t r, uint32_t tp, hm_arch arch) {
   if (w->rank != r || w->dims.tp != tp || !(w->parts & HM_WPART_ATTN) || w->arch != arch)
-    return hm_fail(HM_ERR_INVALID_ARG, "K1: weights %u are not rank %u of %u with attention for rank 0's GPU", r, r, tp);
+    return hm_fail(HM_ERR_INVALID_ARG, "K1: weights %u are not rank %u of %u with attention for rank 0's GPU", r, r,
+                   tp);
   return HM_OK;
 }
 
