@@ -11,6 +11,7 @@
 #include "formats.h"
 #include "hm_ffn_group.h"
 #include "hm_ref.h"
+#include "hm_safetensors.h"
 #include "launch_tool.h"
 
 /* Tolerances, for a GPU as for the software agent (tests/layer/test_ffn.c holds the agent to
@@ -32,7 +33,7 @@ static const struct tol tols[] = {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: hsa-mono-check ffn --tp N --rows R [--config v41-flash|tiny] [--layer L] [--experts E --topk K]\n"
-          "                          [--seed S] [--ctas G] [--arch gfx950|gfx942]\n"
+          "                          [--seed S] [--ctas G] [--ckpt PATH] [--arch gfx950|gfx942]\n"
           "\n"
           "Runs the FFN launch of layer L (default 3) on a TP group of N ranks (2 or 4) in this process, each\n"
           "rank on its own agent (HSAMONO_RUNTIME: a GPU, or the software agent), on generated weights and\n"
@@ -40,20 +41,25 @@ static void usage(FILE *f) {
           "max-abs and relative error and the cosine against the reference, checks that every rank holds the\n"
           "same bits, and exits 1 past tolerance (2 on misuse or a run that could not be done). On the software agent the\n"
           "grid is 8 CTAs a rank (CPU threads), on a GPU one CTA a CU; --ctas G sets another.\n"
+          "--ckpt PATH takes the weights from a DeepSeek-V4.1 safetensors checkpoint (a directory of shards;\n"
+          "with --experts E its first E experts). Either way the group builds the ranks' FFN weights one at a\n"
+          "time, keeping on the host only what its device copies leave, and the reference builds each rank's\n"
+          "again in turn: one rank's FFN weights in memory at once.\n"
           "--arch gfx942 (MI300X/MI325X): the gfx942 weight copies (spec/mono.md §4.4) on gfx942 agents against\n"
           "the reference's gfx942 mode (§2.6), TP 4 and at most 42 rows; on the software agent the tool makes\n"
           "its agents gfx942 itself (HSAMONO_SIM_ARCH, unless set otherwise). Default gfx950.\n");
 }
 
 int check_ffn(int argc, char **argv) {
-  const char *model = "v41-flash", *arch_word = "gfx950";
+  const char *model = "v41-flash", *arch_word = "gfx950", *ckpt = NULL;
   long layer = 3, tp = 0, rows = 0, experts = 0, topk = 0, ctas = 0;
   unsigned long long seed = 1;
   static const struct option opts[] = {{"tp", required_argument, 0, 't'},      {"rows", required_argument, 0, 'r'},
                                        {"config", required_argument, 0, 'c'},  {"layer", required_argument, 0, 'l'},
                                        {"experts", required_argument, 0, 'e'}, {"topk", required_argument, 0, 'k'},
                                        {"seed", required_argument, 0, 's'},    {"ctas", required_argument, 0, 'g'},
-                                       {"arch", required_argument, 0, 'a'},    {"help", no_argument, 0, 'h'},
+                                       {"arch", required_argument, 0, 'a'},    {"ckpt", required_argument, 0, 'C'},
+                                       {"help", no_argument, 0, 'h'},
                                        {0, 0, 0, 0}};
   cli c = {.prog = "hsa-mono-check ffn", .usage = usage};
   int o;
@@ -69,6 +75,7 @@ int check_ffn(int argc, char **argv) {
       case 's': cli_u64(&c, &seed); break;
       case 'g': cli_long(&c, 1, LAUNCH_TOOL_MAX_CTAS, &ctas); break;
       case 'a': cli_word(&c, launch_tool_arches, &arch_word); break;
+      case 'C': ckpt = optarg; break;
       case 'h': usage(stdout); return 0;
     }
   }
@@ -77,9 +84,11 @@ int check_ffn(int argc, char **argv) {
   if (!rows) return cli_refuse(&c, "--rows is required");
   const hm_arch arch = launch_tool_arch(arch_word);
   if (launch_tool_arch_shape(&c, arch, tp, rows)) return CLI_EXIT_MISUSE;
-  hm_layer_config cfg;
+  hm_layer_config cfg, named;
   bool reduced;
-  if (ffn_tool_layer(model, layer, experts, topk, &cfg, &reduced) != HM_OK) return cli_refuse(&c, "%s", hm_errmsg());
+  if (ffn_tool_layer(model, layer, experts, topk, &cfg, &reduced) != HM_OK ||
+      hm_config_by_name(model, (int32_t)layer, &named) != HM_OK)
+    return cli_refuse(&c, "%s", hm_errmsg());
   launch_tool_arch_select(arch);
   hm_runtime *rt;
   if (hm_runtime_open(NULL, &rt) != HM_OK) {
@@ -90,20 +99,29 @@ int check_ffn(int argc, char **argv) {
     hm_runtime_close(rt);
     return CLI_EXIT_NOT_RUN;
   }
-  printf("hsa-mono-check ffn: %s layer %ld, %u experts top-%u, TP%ld, %ld rows, %s, seed %llu, on %s\n", model, layer,
-         cfg.experts, cfg.topk, tp, rows, arch_word, seed, hm_runtime_describe(rt));
+  /* the weights' source: the seeded generator, or a checkpoint (a reduced run reads its first
+   * cfg.experts of the named layer's) */
+  hm_gen gen;
+  hm_ckpt *ck = NULL;
+  hm_source src;
+  if (ckpt ? hm_ckpt_open(ckpt, &ck) : hm_gen_init(&gen, &cfg, seed)) {
+    fprintf(stderr, "hsa-mono-check ffn: %s\n", hm_errmsg());
+    hm_runtime_close(rt);
+    return 2;
+  }
+  src = ck ? hm_ckpt_source(ck) : hm_gen_source(&gen);
+  const hm_build_opts bo = {.parts = HM_WPART_FFN, .source_experts = ck ? named.experts : 0, .arch = arch};
+  printf("hsa-mono-check ffn: %s layer %ld, %u experts top-%u, TP%ld, %ld rows, %s, seed %llu, weights from %s, on %s\n",
+         model, layer, cfg.experts, cfg.topk, tp, rows, arch_word, seed, ckpt ? ckpt : "the generator",
+         hm_runtime_describe(rt));
   const uint32_t S = (uint32_t)rows, D = cfg.hidden, T = (uint32_t)tp;
   int rc = 2, pass = 1;
-  uint32_t built = 0;
-  hm_layer_weights w[4];
   hm_ffn_group *g = NULL;
   hm_tensor_set ref;
   hm_tset_init(&ref);
   float *buf[4 + 5 * 4] = {0};
   hm_ffn_outputs out[4];
   memset(out, 0, sizeof out);
-  if (launch_tool_weights(&cfg, T, seed, HM_WPART_FFN, arch, w) != HM_OK) goto done;
-  built = T;
   /* inputs: every rank's wo_b part (std 0.5), residual streams (std 4), mixes of a mild seam */
   float *res = malloc(sizeof(float) * S * 4 * D), *post = malloc(16 * S), *comb = malloc(64 * S),
         *pre = malloc(16 * S);
@@ -131,8 +149,11 @@ int check_ffn(int argc, char **argv) {
     if (!out[r].x || !out[r].res || !out[r].post || !out[r].comb || !out[r].pre) goto done;
   }
   hm_ffn_config fc = ffn_tool_launch(rt, reduced, ctas);
-  if (hm_ffn_group_create(rt, w, T, &fc, &g) != HM_OK || hm_ffn_group_step(g, &in, 1, out, NULL) != HM_OK) goto done;
-  if (hm_ref_ffn_launch(w, T, S, in.parts, res, post, comb, pre, &ref) != HM_OK) goto done;
+  /* the group builds, uploads and trims one rank's weights at a time; the reference builds each again */
+  if (hm_ffn_group_create_source(rt, &cfg, T, &src, &bo, &fc, &g) != HM_OK ||
+      hm_ffn_group_step(g, &in, 1, out, NULL) != HM_OK)
+    goto done;
+  if (hm_ref_ffn_launch_source(&cfg, T, &src, &bo, S, in.parts, res, post, comb, pre, &ref) != HM_OK) goto done;
   rc = 0;
   const float *rv[5] = {hm_tset_data(&ref, "out.x", HM_DT_F32, (uint64_t)S * D),
                         hm_tset_data(&ref, "out.res", HM_DT_F32, (uint64_t)S * 4 * D),
@@ -157,7 +178,8 @@ done:
   for (uint32_t r = 0; r < T && r < 4; r++) free(out[r].post), free(out[r].comb), free(out[r].pre);
   for (unsigned i = 0; i < sizeof buf / sizeof *buf; i++) free(buf[i]);
   hm_tset_free(&ref);
-  for (uint32_t r = 0; r < built; r++) hm_weights_free(&w[r]);
+  if (ck) hm_ckpt_close(ck);
+  else hm_gen_free(&gen);
   hm_runtime_close(rt);
   return rc;
 }

@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "hm_k1_group.h"
 #include "hm_ref.h"
+#include "hm_safetensors.h"
 #include "launch_tool.h"
 
 /* Tolerances, for a GPU as for the software agent (tests/layer/test_k1.c holds the agent to
@@ -40,7 +41,8 @@ static const long default_layer[3] = {0, 21, 3};
 static void usage(FILE *f) {
   fprintf(f,
           "usage: hsa-mono-check k1 --tp N --rows R --ratio {0,1,2} [--config v41-flash|tiny] [--layer L]\n"
-          "                         [--ctx C] [--reqs Q] [--block B] [--seed S] [--ctas G] [--arch A]\n"
+          "                         [--ctx C] [--reqs Q] [--block B] [--seed S] [--ctas G] [--ckpt PATH]\n"
+          "                         [--arch A]\n"
           "\n"
           "Runs K1 (the attention seam and front) of a layer of compress ratio 0, 1 or 2 (layer 0, 21 or 3;\n"
           "--layer L picks another, whose ratio must then be --ratio's if both are given) on a TP group of N\n"
@@ -54,6 +56,9 @@ static void usage(FILE *f) {
           "top-k), and whether every rank holds rank 0's res, comb, records and key table. Exits 1 past\n"
           "tolerance, 2 on misuse or a run that could not be done. On the software agent the grid is 8 CTAs a rank (CPU\n"
           "threads), on a GPU one CTA a CU; --ctas G sets another.\n"
+          "--ckpt PATH takes the weights from a DeepSeek-V4.1 safetensors checkpoint (a directory of shards).\n"
+          "Either way the group builds the ranks' attention weights one at a time, keeping on the host only\n"
+          "what its device copies leave, and the reference builds each rank's again in turn.\n"
           LAUNCH_TOOL_ARCH_K12_HELP);
 }
 
@@ -64,7 +69,7 @@ static uint64_t count_diff_i32(const int32_t *a, const int32_t *b, uint64_t n) {
 }
 
 int check_k1(int argc, char **argv) {
-  const char *model = "v41-flash";
+  const char *model = "v41-flash", *ckpt = NULL;
   long layer = -1, ratio = -1, tp = 0, rows = 0, ctx = 300, reqs = 1, block = 64, ctas = 0;
   unsigned long long seed = 1;
   const char *arch_word = "gfx950";
@@ -73,8 +78,8 @@ int check_k1(int argc, char **argv) {
                                        {"layer", required_argument, 0, 'l'},  {"ctx", required_argument, 0, 'x'},
                                        {"reqs", required_argument, 0, 'q'},   {"block", required_argument, 0, 'b'},
                                        {"seed", required_argument, 0, 's'},   {"ctas", required_argument, 0, 'g'},
-                                       {"arch", required_argument, 0, 'a'},
-                                       {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+                                       {"ckpt", required_argument, 0, 'C'},   {"arch", required_argument, 0, 'a'},
+                                       {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
   cli c = {.prog = "hsa-mono-check k1", .usage = usage};
   static const long ratios[] = {0, 1, 2};
   int o;
@@ -92,6 +97,7 @@ int check_k1(int argc, char **argv) {
       case 's': cli_u64(&c, &seed); break;
       case 'g': cli_long(&c, 1, LAUNCH_TOOL_MAX_CTAS, &ctas); break;
       case 'a': cli_word(&c, launch_tool_arches, &arch_word); break;
+      case 'C': ckpt = optarg; break;
       case 'h': usage(stdout); return 0;
     }
   }
@@ -112,15 +118,25 @@ int check_k1(int argc, char **argv) {
     fprintf(stderr, "hsa-mono-check k1: %s\n", hm_errmsg());
     return 2;
   }
+  /* the weights' source: the seeded generator, or a checkpoint */
+  hm_gen gen;
+  hm_ckpt *ck = NULL;
+  hm_source src;
+  hm_rank_dims dims;
+  if ((ckpt ? hm_ckpt_open(ckpt, &ck) : hm_gen_init(&gen, &cfg, seed)) != HM_OK) {
+    fprintf(stderr, "hsa-mono-check k1: %s\n", hm_errmsg());
+    hm_runtime_close(rt);
+    return 2;
+  }
+  src = ck ? hm_ckpt_source(ck) : hm_gen_source(&gen);
+  const hm_build_opts bo = {.parts = HM_WPART_ATTN};
   const bool index = hm_config_has(&cfg, HM_ROLE_INDEX_SOURCE);
   printf("hsa-mono-check k1: %s layer %ld (ratio %u%s), TP%ld, %ld rows in %ld requests at context %ld, SWA "
-         "blocks of %ld, seed %llu, on %s\n",
+         "blocks of %ld, seed %llu, weights from %s, on %s\n",
          model, layer, cfg.compress_ratio, index ? ", index build" : "", tp, rows, reqs, ctx, block, seed,
-         hm_runtime_describe(rt));
+         ckpt ? ckpt : "the generator", hm_runtime_describe(rt));
   const uint32_t S = (uint32_t)rows, D = cfg.hidden, Q = cfg.q_lora, T = (uint32_t)tp;
   int rc = 2, pass = 1;
-  uint32_t built = 0;
-  hm_layer_weights w[4];
   hm_k1_group *g = NULL;
   hm_gen_step step, refs;
   memset(&step, 0, sizeof step), memset(&refs, 0, sizeof refs);
@@ -130,8 +146,8 @@ int check_k1(int argc, char **argv) {
   memset(out, 0, sizeof out);
   uint8_t *before = NULL, *mask = NULL;
   int32_t *kt_want = NULL, *klen_want = NULL;
-  if (launch_tool_weights(&cfg, T, seed, HM_WPART_ATTN, HM_ARCH_GFX950, w) != HM_OK) goto done;
-  built = T;
+  if (hm_rank_dims_for(&cfg, T, &dims) != HM_OK) goto done;
+  const uint32_t H = dims.heads; /* every rank's */
   /* the device's step and the reference's own copy: each writes its records into its cache */
   if (hm_gen_step_make_block(&cfg, S, (uint32_t)reqs, (uint32_t)ctx, (uint32_t)block, seed, &step) != HM_OK ||
       hm_gen_step_copy(&step, &refs) != HM_OK)
@@ -143,7 +159,7 @@ int check_k1(int argc, char **argv) {
   for (uint32_t r = 0; r < T; r++) {
     hm_k1_outputs *p = &out[r];
     p->res = malloc(sizeof(float) * S * 4 * D), p->post = malloc(16 * S), p->comb = malloc(64 * S);
-    p->pre = malloc(16 * S), p->q = malloc(sizeof(float) * S * w[r].dims.heads * HM_HEAD_DIM);
+    p->pre = malloc(16 * S), p->q = malloc(sizeof(float) * S * H * HM_HEAD_DIM);
     p->kt = malloc(4 * (size_t)S * HM_KEYS), p->klen = malloc(8 * S), p->swa = malloc(cache);
     if (index) p->x_out = malloc(sizeof(float) * S * D), p->qr_out = malloc(sizeof(float) * S * Q);
     if (!p->res || !p->post || !p->comb || !p->pre || !p->q || !p->kt || !p->klen || !p->swa ||
@@ -152,14 +168,16 @@ int check_k1(int argc, char **argv) {
   }
   hm_k1_config kc = {0};
   launch_tool_grid(rt, ctas, &kc.min_cus, &kc.ctas);
-  if (hm_k1_group_create(rt, w, T, &kc, &g) != HM_OK || hm_k1_group_step(g, &step.in, 1, out, NULL) != HM_OK)
+  /* the group builds, uploads and trims one rank's weights at a time; the reference builds each again */
+  if (hm_k1_group_create_source(rt, &cfg, T, &src, &bo, &kc, &g) != HM_OK ||
+      hm_k1_group_step(g, &step.in, 1, out, NULL) != HM_OK)
     goto done;
   if (hm_k1_index_build(hm_k1_group_rank(g, 0)) != index) {
     fprintf(stderr, "hsa-mono-check k1: the runner's index build disagrees with layer %ld's roles\n", layer);
     goto done;
   }
   hm_ref_k1_in rin = {S, refs.in.settled ? NULL : refs.x, refs.res, refs.post, refs.comb, refs.pre, &refs.in};
-  if (hm_ref_k1(w, T, &rin, index, &ref) != HM_OK) goto done;
+  if (hm_ref_k1_source(&cfg, T, &src, &bo, &rin, index, &ref) != HM_OK) goto done;
   /* the key table: K1's own, or on an index-source layer the keylist launch's on the generated
    * top-k (the select step's stand-in) against the reference's table of the same */
   const bool keys = !index || cfg.compress_ratio;
@@ -190,7 +208,7 @@ int check_k1(int argc, char **argv) {
   for (uint32_t r = 0; r < T; r++) {
     char name[32];
     snprintf(name, sizeof name, "rank%u.q", r);
-    if (!(qv[r] = hm_tset_data(&ref, name, HM_DT_F32, (uint64_t)S * w[r].dims.heads * HM_HEAD_DIM))) goto done;
+    if (!(qv[r] = hm_tset_data(&ref, name, HM_DT_F32, (uint64_t)S * H * HM_HEAD_DIM))) goto done;
   }
   if (keys && (!kt_ref || !klen_ref)) goto done;
   rc = 0;
@@ -199,7 +217,7 @@ int check_k1(int argc, char **argv) {
   for (uint32_t r = 0; r < T; r++) {
     char name[32];
     snprintf(name, sizeof name, "q.rank%u", r);
-    pass &= check_compare(name, out[r].q, qv[r], (uint64_t)S * w[r].dims.heads * HM_HEAD_DIM, TOL_GEMV_REL,
+    pass &= check_compare(name, out[r].q, qv[r], (uint64_t)S * H * HM_HEAD_DIM, TOL_GEMV_REL,
                           TOL_GEMV_COS);
   }
   /* the records: rank 0's cache against the reference's at the step's live slots (a padding row,
@@ -254,7 +272,8 @@ done:
   free(before), free(mask), free(kt_want), free(klen_want);
   hm_tset_free(&ref);
   hm_gen_step_free(&step), hm_gen_step_free(&refs);
-  for (uint32_t r = 0; r < built; r++) hm_weights_free(&w[r]);
+  if (ck) hm_ckpt_close(ck);
+  else hm_gen_free(&gen);
   hm_runtime_close(rt);
   return rc;
 }

@@ -382,6 +382,11 @@ typedef struct hm_ref_k1_in {
  * slots), the key table k1.kt/k1.klen (not in the index build), and rank<r>.q for every rank. */
 hm_status hm_ref_k1(const hm_layer_weights *w, uint32_t tp, const hm_ref_k1_in *in, bool index_build,
                     hm_tensor_set *trace);
+/* hm_ref_k1 with each rank's attention weights built from src (hm_weights_build of cfg, tp, opts;
+ * its parts HM_WPART_ATTN whatever opts says), rank 0's first, used and freed before the next
+ * rank's; the same trace bit for bit. */
+hm_status hm_ref_k1_source(const hm_layer_config *cfg, uint32_t tp, const hm_source *src, const hm_build_opts *opts,
+                           const hm_ref_k1_in *in, bool index_build, hm_tensor_set *trace);
 
 /* ---------------------------------------------------------------- whole launches */
 

@@ -94,17 +94,28 @@ out:
     if (!(x)) goto fail; \
   } while (0)
 
-static hm_status k1(const hm_layer_weights *w, uint32_t tp, const hm_ref_k1_in *k, bool index_build,
-                    hm_tensor_set *tr) {
-  const hm_layer_config *c = &w[0].cfg;
+static hm_status k1_rank(const hm_layer_weights *w, uint32_t r, uint32_t tp, hm_arch arch) {
+  if (w->rank != r || w->dims.tp != tp || !(w->parts & HM_WPART_ATTN) || w->arch != arch)
+    return hm_fail(HM_ERR_INVALID_ARG, "K1: weights %u are not rank %u of %u with attention for rank 0's GPU", r, r,
+                   tp);
+  return HM_OK;
+}
+
+/* ranks: every rank's attention weights, held or built a rank at a time (rank 0's for the seam,
+ * wqkv and the record, each rank's own for its q) */
+static hm_status k1(ref_ranks *ranks, const hm_ref_k1_in *k, bool index_build, hm_tensor_set *tr) {
+  const uint32_t tp = ranks->tp;
+  const hm_layer_weights *w0, *wr;
+  hm_status st = ref_ranks_get(ranks, 0, &w0);
+  if (st != HM_OK) return st;
+  const hm_arch arch = w0->arch;
+  if (ranks->held)
+    for (uint32_t r = 0; r < tp; r++)
+      if ((st = k1_rank(&ranks->held[r], r, tp, arch)) != HM_OK) return st;
+  if ((st = k1_rank(w0, 0, tp, arch)) != HM_OK) return st;
+  const hm_layer_config cfg0 = w0->cfg, *c = &cfg0; /* a copy: w0 goes when rank 1 is built */
   const hm_step_inputs *in = k->meta;
   const uint32_t S = k->S, D = c->hidden, Q = c->q_lora;
-  hm_status st = HM_OK;
-  for (uint32_t r = 0; r < tp; r++)
-    if (w[r].rank != r || w[r].dims.tp != tp || !(w[r].parts & HM_WPART_ATTN) || w[r].arch != w[0].arch)
-      return hm_fail(HM_ERR_INVALID_ARG, "K1: weights %u are not rank %u of %u with attention for rank 0's GPU", r, r,
-                     tp);
-  const hm_arch arch = w[0].arch;
   const hm_dtype adt = ref_act_dtype(arch);
   if (S < 1 || S > HM_MAX_ROWS) return hm_fail(HM_ERR_INVALID_ARG, "K1: %u rows (1..%d)", S, HM_MAX_ROWS);
   if (!k->res || !k->pre || (k->x && (!k->post || !k->comb)) || !in || !in->positions || !in->slot_mapping ||
@@ -113,7 +124,6 @@ static hm_status k1(const hm_layer_weights *w, uint32_t tp, const hm_ref_k1_in *
   if (c->compress_ratio > 0 && !index_build && (!in->topk || !in->block_table))
     return hm_fail(HM_ERR_INVALID_ARG, "K1: ratio %u layer %d reads a top-k and a block table", c->compress_ratio,
                    c->layer);
-  const hm_layer_weights *w0 = &w[0];
   const float *fn = hm_wdata(w0, "hc_attn_fn", HM_DT_F32, (uint64_t)HM_MIX * HM_HC * D);
   const float *scale = hm_wdata(w0, "hc_attn_scale", HM_DT_F32, 3);
   const float *base = hm_wdata(w0, "hc_attn_base", HM_DT_F32, HM_MIX);
@@ -176,8 +186,9 @@ static hm_status k1(const hm_layer_weights *w, uint32_t tp, const hm_ref_k1_in *
   for (uint32_t r = 0; r < tp; r++) {
     float *q;
     snprintf(n, sizeof n, "rank%u.q", r);
-    TRY(q = hm_trace_f32(tr, n, S, w[r].dims.heads, HM_HEAD_DIM));
-    if ((st = hm_ref_wq_b(&w[r], S, qx8, qx8s, in->positions, q)) != HM_OK) return st;
+    if ((st = ref_ranks_get(ranks, r, &wr)) != HM_OK || (st = k1_rank(wr, r, tp, arch)) != HM_OK) return st;
+    TRY(q = hm_trace_f32(tr, n, S, wr->dims.heads, HM_HEAD_DIM));
+    if ((st = hm_ref_wq_b(wr, S, qx8, qx8s, in->positions, q)) != HM_OK) return st;
   }
   return HM_OK;
 fail:
@@ -188,7 +199,22 @@ hm_status hm_ref_k1(const hm_layer_weights *w, uint32_t tp, const hm_ref_k1_in *
                     hm_tensor_set *trace) {
   if (!w || !in || !trace || tp < 1 || tp > HM_LAYER_MAX_TP) return hm_fail(HM_ERR_INVALID_ARG, "hm_ref_k1: bad argument");
   uint32_t n0 = trace->count;
-  hm_status st = k1(w, tp, in, index_build, trace);
+  ref_ranks k = {.held = w, .tp = tp, .cur_rank = -1};
+  hm_status st = k1(&k, in, index_build, trace);
+  if (st != HM_OK) hm_tset_truncate(trace, n0);
+  return st;
+}
+
+hm_status hm_ref_k1_source(const hm_layer_config *cfg, uint32_t tp, const hm_source *src, const hm_build_opts *opts,
+                           const hm_ref_k1_in *in, bool index_build, hm_tensor_set *trace) {
+  if (!cfg || !src || !in || !trace || tp < 1 || tp > HM_LAYER_MAX_TP)
+    return hm_fail(HM_ERR_INVALID_ARG, "hm_ref_k1_source: bad argument");
+  uint32_t n0 = trace->count;
+  ref_ranks k = {.cfg = cfg, .src = src, .tp = tp, .cur_rank = -1};
+  if (opts) k.opts = *opts;
+  k.opts.parts = HM_WPART_ATTN;
+  hm_status st = k1(&k, in, index_build, trace);
+  ref_ranks_release(&k);
   if (st != HM_OK) hm_tset_truncate(trace, n0);
   return st;
 }

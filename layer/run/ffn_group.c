@@ -1,5 +1,6 @@
 /* layer/run/ffn_group.c: a TP group of the FFN launch in one process: a thread a rank for the
  * collective and blocking calls, host arrays in and out through a staging buffer a rank. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,12 @@ struct hm_ffn_group {
   const hm_layer_weights *w;
   const hm_ffn_config *cfg;
   uint32_t tp, D;
+  /* hm_ffn_group_create_source: the ranks' weights the group builds from src, one rank at a time
+   * (build held), each trimmed once its launch holds the device copies */
+  hm_layer_weights *own;
+  hm_source src;
+  hm_build_opts bopts;
+  pthread_mutex_t build;
   hm_boot_group *boot;
   /* the operation the rank threads run */
   uint32_t steps, rows;
@@ -93,7 +100,18 @@ static void *create_rank(void *arg) {
   s = hm_heap_create(k->agent, &hc, &b, &k->heap);
   hm_bootstrap_release(&b);
   if (s) return keep(k, s);
-  if ((s = hm_ffn_create(k->heap, &g->w[k->r], g->cfg, &k->ffn))) return keep(k, s);
+  if (g->own) {
+    pthread_mutex_lock(&g->build);
+    hm_layer_weights *b = &g->own[k->r];
+    s = hm_weights_build(&b->cfg, g->tp, k->r, &g->src, &g->bopts, b);
+    if (!s) s = hm_ffn_create(k->heap, b, g->cfg, &k->ffn);
+    /* the launch holds its device copies now: the host keeps only the small remainder */
+    if (!s) s = hm_weights_drop_uploaded(b, NULL);
+    pthread_mutex_unlock(&g->build);
+  } else {
+    s = hm_ffn_create(k->heap, &g->w[k->r], g->cfg, &k->ffn);
+  }
+  if (s) return keep(k, s);
   return keep(k, alloc_io(k, g->D));
 }
 
@@ -103,19 +121,33 @@ static hm_status on_ranks(hm_ffn_group *g, void *(*fn)(void *)) {
                      fn);
 }
 
-hm_status hm_ffn_group_create(hm_runtime *rt, const hm_layer_weights *w, uint32_t tp, const hm_ffn_config *cfg,
-                              hm_ffn_group **out) {
-  if (!rt || !w || !out || tp < 1 || tp > 8) return hm_fail(HM_ERR_INVALID_ARG, "hm_ffn_group_create: arguments");
+/* own: the weights the group builds (hm_ffn_group_create_source; w = own, their cfg set), with
+ * their source and options, or NULL */
+static hm_status create(hm_runtime *rt, const hm_layer_weights *w, uint32_t tp, const hm_ffn_config *cfg,
+                        hm_layer_weights *own, const hm_source *src, const hm_build_opts *bopts, hm_ffn_group **out) {
+  if (!rt || !w || !out || tp < 1 || tp > 8) {
+    free(own);
+    return hm_fail(HM_ERR_INVALID_ARG, "hm_ffn_group_create: arguments");
+  }
   *out = NULL;
-  if (hm_agent_count(rt) < tp)
+  if (hm_agent_count(rt) < tp) {
+    free(own);
     return hm_fail(HM_ERR_INVALID_ARG, "FFN group: TP %u needs %u GPU agents, the runtime has %u", tp, tp,
                    hm_agent_count(rt));
+  }
   hm_ffn_group *g = calloc(1, sizeof *g);
-  if (!g) return hm_fail(HM_ERR_NO_MEMORY, "FFN group");
+  if (!g) {
+    free(own);
+    return hm_fail(HM_ERR_NO_MEMORY, "FFN group");
+  }
   g->rt = rt, g->w = w, g->cfg = cfg, g->tp = tp, g->D = w[0].cfg.hidden;
+  if (own) {
+    g->own = own, g->src = *src, g->bopts = *bopts;
+    pthread_mutex_init(&g->build, NULL);
+  }
   hm_status s = hm_boot_group_create(tp, &g->boot);
   if (s) {
-    free(g);
+    hm_ffn_group_destroy(g); /* no rank made yet: frees own */
     return s;
   }
   for (uint32_t r = 0; r < tp; r++) g->rank[r] = (struct grank){.g = g, .r = r, .agent = hm_agent_get(rt, r)};
@@ -130,10 +162,40 @@ hm_status hm_ffn_group_create(hm_runtime *rt, const hm_layer_weights *w, uint32_
   return HM_OK;
 }
 
+hm_status hm_ffn_group_create(hm_runtime *rt, const hm_layer_weights *w, uint32_t tp, const hm_ffn_config *cfg,
+                              hm_ffn_group **out) {
+  return create(rt, w, tp, cfg, NULL, NULL, NULL, out);
+}
+
+hm_status hm_ffn_group_create_source(hm_runtime *rt, const hm_layer_config *lc, uint32_t tp, const hm_source *src,
+                                     const hm_build_opts *opts, const hm_ffn_config *cfg, hm_ffn_group **out) {
+  if (!lc || !src || !src->info || !src->read || !out)
+    return hm_fail(HM_ERR_INVALID_ARG, "hm_ffn_group_create_source: null argument");
+  if (tp < 1 || tp > 8) return hm_fail(HM_ERR_INVALID_ARG, "hm_ffn_group_create_source: tp %u", tp);
+  hm_status s = hm_config_check(lc);
+  if (s) return s;
+  hm_layer_weights *own = calloc(tp, sizeof *own);
+  if (!own) return hm_fail(HM_ERR_NO_MEMORY, "FFN group weights");
+  for (uint32_t r = 0; r < tp; r++) own[r].cfg = *lc;
+  hm_build_opts bo = opts ? *opts : (hm_build_opts){0};
+  bo.parts = HM_WPART_FFN;
+  return create(rt, own, tp, cfg, own, src, &bo, out); /* create owns own */
+}
+
 void hm_ffn_group_destroy(hm_ffn_group *g) {
   if (!g) return;
   for (uint32_t r = 0; r < g->tp; r++) free_rank(&g->rank[r], g->rt);
+  if (g->own) {
+    /* after the launches (their users) are gone */
+    for (uint32_t r = 0; r < g->tp; r++) hm_weights_free(&g->own[r]);
+    free(g->own);
+    pthread_mutex_destroy(&g->build);
+  }
   free(g);
+}
+
+const hm_layer_weights *hm_ffn_group_weights(const hm_ffn_group *g, uint32_t r) {
+  return g && r < g->tp ? &g->w[r] : NULL;
 }
 
 hm_ffn *hm_ffn_group_rank(hm_ffn_group *g, uint32_t r) { return g && r < g->tp ? g->rank[r].ffn : NULL; }

@@ -16,7 +16,18 @@ typedef struct hm_ffn_group hm_ffn_group;
  * up to 48 rows each. Fails (nothing left) with the first rank's reason. */
 hm_status hm_ffn_group_create(hm_runtime *rt, const hm_layer_weights *w, uint32_t tp, const hm_ffn_config *cfg,
                               hm_ffn_group **out);
+/* hm_ffn_group_create with the ranks' FFN weights built from src (hm_weights_build of layer cfg lc,
+ * tp, opts; its parts HM_WPART_FFN whatever opts says) by the group, in each rank's thread one rank
+ * at a time: a rank's weights are built, its launch created (which copies them to its device) and
+ * the host copies it holds dropped (hm_weights_drop_uploaded) before the next rank's are built, so the
+ * host holds one rank's FFN weights at most beside the others' small remainders. The group owns them
+ * (hm_ffn_group_weights); src is read during this call only. */
+hm_status hm_ffn_group_create_source(hm_runtime *rt, const hm_layer_config *lc, uint32_t tp, const hm_source *src,
+                                     const hm_build_opts *opts, const hm_ffn_config *cfg, hm_ffn_group **out);
 void hm_ffn_group_destroy(hm_ffn_group *g);
+/* Rank r's weights as the group holds them (the caller's, or hm_ffn_group_create_source's trimmed
+ * ones), or NULL. */
+const hm_layer_weights *hm_ffn_group_weights(const hm_ffn_group *g, uint32_t r);
 
 /* One step's host inputs, as the reference takes them (f32 holding bf16 values where the launch
  * reads bf16): parts[r] [S][D] rank r's wo_b output, res [S][4][D], post [S][4], comb [S][4][4],

@@ -18,7 +18,17 @@ typedef struct hm_k1_group hm_k1_group;
  * so there is no heap. Fails (nothing left) with the first rank's reason. */
 hm_status hm_k1_group_create(hm_runtime *rt, const hm_layer_weights *w, uint32_t tp, const hm_k1_config *cfg,
                              hm_k1_group **out);
+/* hm_k1_group_create with the ranks' attention weights built from src (hm_weights_build of layer cfg
+ * lc, tp, opts; its parts HM_WPART_ATTN whatever opts says) by the group one rank at a time: a rank's
+ * weights are built, its K1 created (which copies them to its device) and the host copies it holds
+ * dropped (hm_weights_drop_uploaded) before the next rank's are built. The group owns them
+ * (hm_k1_group_weights); src is read during this call only. */
+hm_status hm_k1_group_create_source(hm_runtime *rt, const hm_layer_config *lc, uint32_t tp, const hm_source *src,
+                                    const hm_build_opts *opts, const hm_k1_config *cfg, hm_k1_group **out);
 void hm_k1_group_destroy(hm_k1_group *g);
+/* Rank r's weights as the group holds them (the caller's, or hm_k1_group_create_source's trimmed
+ * ones), or NULL. */
+const hm_layer_weights *hm_k1_group_weights(const hm_k1_group *g, uint32_t r);
 
 /* One rank's outputs, copied back into host arrays the caller allocates (NULL skips one): res
  * [S][4][D], post [S][4], comb [S][16], pre [S][4], q [S][H][512] (H: the rank's heads), kt

@@ -1,5 +1,6 @@
 /* layer/run/k1_group.c: a TP group of K1 in one process: a thread a rank for the blocking calls, host
  * arrays in and out through a staging buffer a rank, the metadata in host-visible memory. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,12 @@ struct hm_k1_group {
   const hm_layer_weights *w;
   const hm_k1_config *cfg;
   uint32_t tp, D, Q, H;
+  /* hm_k1_group_create_source: the ranks' weights the group builds from src, one rank at a time
+   * (build held), each trimmed once its K1 holds the device copies */
+  hm_layer_weights *own;
+  hm_source src;
+  hm_build_opts bopts;
+  pthread_mutex_t build;
   /* the operation the rank threads run */
   const hm_step_inputs *in;
   hm_k1_outputs *out;
@@ -108,29 +115,52 @@ static void *create_rank(void *arg) {
   hm_k1_group *g = k->g;
   hm_status s;
   if ((s = hm_queue_create(k->agent, 256, &k->q))) return keep(k, s);
-  if ((s = hm_k1_create(k->agent, &g->w[k->r], g->cfg, &k->k1))) return keep(k, s);
+  if (g->own) {
+    pthread_mutex_lock(&g->build);
+    hm_layer_weights *b = &g->own[k->r];
+    s = hm_weights_build(&b->cfg, g->tp, k->r, &g->src, &g->bopts, b);
+    if (!s) s = hm_k1_create(k->agent, b, g->cfg, &k->k1);
+    /* K1 holds its device copies now: the host keeps only the small remainder */
+    if (!s) s = hm_weights_drop_uploaded(b, NULL);
+    pthread_mutex_unlock(&g->build);
+  } else {
+    s = hm_k1_create(k->agent, &g->w[k->r], g->cfg, &k->k1);
+  }
+  if (s) return keep(k, s);
   return keep(k, alloc_io(k));
 }
 
-hm_status hm_k1_group_create(hm_runtime *rt, const hm_layer_weights *w, uint32_t tp, const hm_k1_config *cfg,
-                             hm_k1_group **out) {
-  if (!rt || !w || !out || tp < 1 || tp > 8) return hm_fail(HM_ERR_INVALID_ARG, "hm_k1_group_create: arguments");
-  *out = NULL;
-  if (cfg && cfg->epoch)
-    return hm_fail(HM_ERR_INVALID_ARG, "K1 group: cfg.epoch must be NULL (an epoch buffer is one agent's)");
-  if (hm_agent_count(rt) < tp)
-    return hm_fail(HM_ERR_INVALID_ARG, "K1 group: TP %u needs %u GPU agents, the runtime has %u", tp, tp,
-                   hm_agent_count(rt));
-  for (uint32_t r = 0; r < tp; r++)
+/* own: the weights the group builds (hm_k1_group_create_source; w = own, their cfg set; dims: the
+ * ranks' dims, alike in every rank), with their source and options, or NULL */
+static hm_status create(hm_runtime *rt, const hm_layer_weights *w, uint32_t tp, const hm_k1_config *cfg,
+                        hm_layer_weights *own, const hm_rank_dims *dims, const hm_source *src,
+                        const hm_build_opts *bopts, hm_k1_group **out) {
+  hm_status s = HM_OK;
+  if (out) *out = NULL;
+  if (!rt || !w || !out || tp < 1 || tp > 8) s = hm_fail(HM_ERR_INVALID_ARG, "hm_k1_group_create: arguments");
+  else if (cfg && cfg->epoch)
+    s = hm_fail(HM_ERR_INVALID_ARG, "K1 group: cfg.epoch must be NULL (an epoch buffer is one agent's)");
+  else if (hm_agent_count(rt) < tp)
+    s = hm_fail(HM_ERR_INVALID_ARG, "K1 group: TP %u needs %u GPU agents, the runtime has %u", tp, tp,
+                hm_agent_count(rt));
+  for (uint32_t r = 0; r < tp && !s && !own; r++)
     if (w[r].rank != r || w[r].dims.tp != tp)
-      return hm_fail(HM_ERR_INVALID_ARG, "K1 group: w[%u] holds rank %u of TP %u, the group wants rank %u of TP %u",
-                     r, w[r].rank, w[r].dims.tp, r, tp);
-  hm_k1_group *g = calloc(1, sizeof *g);
-  if (!g) return hm_fail(HM_ERR_NO_MEMORY, "K1 group");
+      s = hm_fail(HM_ERR_INVALID_ARG, "K1 group: w[%u] holds rank %u of TP %u, the group wants rank %u of TP %u", r,
+                  w[r].rank, w[r].dims.tp, r, tp);
+  hm_k1_group *g = s ? NULL : calloc(1, sizeof *g);
+  if (!s && !g) s = hm_fail(HM_ERR_NO_MEMORY, "K1 group");
+  if (s) {
+    free(own);
+    return s;
+  }
   g->rt = rt, g->w = w, g->cfg = cfg, g->tp = tp;
-  g->D = w[0].cfg.hidden, g->Q = w[0].cfg.q_lora, g->H = w[0].dims.heads;
+  g->D = w[0].cfg.hidden, g->Q = w[0].cfg.q_lora, g->H = own ? dims->heads : w[0].dims.heads;
+  if (own) {
+    g->own = own, g->src = *src, g->bopts = *bopts;
+    pthread_mutex_init(&g->build, NULL);
+  }
   for (uint32_t r = 0; r < tp; r++) g->rank[r] = (struct grank){.g = g, .r = r, .agent = hm_agent_get(rt, r)};
-  hm_status s = on_ranks(g, create_rank);
+  s = on_ranks(g, create_rank);
   if (s) {
     hm_k1_group_destroy(g);
     return s;
@@ -139,10 +169,42 @@ hm_status hm_k1_group_create(hm_runtime *rt, const hm_layer_weights *w, uint32_t
   return HM_OK;
 }
 
+hm_status hm_k1_group_create(hm_runtime *rt, const hm_layer_weights *w, uint32_t tp, const hm_k1_config *cfg,
+                             hm_k1_group **out) {
+  return create(rt, w, tp, cfg, NULL, NULL, NULL, NULL, out);
+}
+
+hm_status hm_k1_group_create_source(hm_runtime *rt, const hm_layer_config *lc, uint32_t tp, const hm_source *src,
+                                    const hm_build_opts *opts, const hm_k1_config *cfg, hm_k1_group **out) {
+  if (!lc || !src || !src->info || !src->read || !out)
+    return hm_fail(HM_ERR_INVALID_ARG, "hm_k1_group_create_source: null argument");
+  if (tp < 1 || tp > 8) return hm_fail(HM_ERR_INVALID_ARG, "hm_k1_group_create_source: tp %u", tp);
+  hm_rank_dims dims;
+  hm_status s = hm_config_check(lc);
+  if (!s) s = hm_rank_dims_for(lc, tp, &dims);
+  if (s) return s;
+  hm_layer_weights *own = calloc(tp, sizeof *own);
+  if (!own) return hm_fail(HM_ERR_NO_MEMORY, "K1 group weights");
+  for (uint32_t r = 0; r < tp; r++) own[r].cfg = *lc;
+  hm_build_opts bo = opts ? *opts : (hm_build_opts){0};
+  bo.parts = HM_WPART_ATTN;
+  return create(rt, own, tp, cfg, own, &dims, src, &bo, out); /* create owns own */
+}
+
 void hm_k1_group_destroy(hm_k1_group *g) {
   if (!g) return;
   for (uint32_t r = 0; r < g->tp; r++) free_rank(&g->rank[r], g->rt);
+  if (g->own) {
+    /* after the K1s (their users) are gone */
+    for (uint32_t r = 0; r < g->tp; r++) hm_weights_free(&g->own[r]);
+    free(g->own);
+    pthread_mutex_destroy(&g->build);
+  }
   free(g);
+}
+
+const hm_layer_weights *hm_k1_group_weights(const hm_k1_group *g, uint32_t r) {
+  return g && r < g->tp ? &g->w[r] : NULL;
 }
 
 hm_k1 *hm_k1_group_rank(hm_k1_group *g, uint32_t r) { return g && r < g->tp ? g->rank[r].k1 : NULL; }

@@ -509,6 +509,37 @@ START_TEST(layer_from_checkpoint) {
 }
 END_TEST
 
+/* `ffn --ckpt DIR` and `k1 --ckpt DIR` (issue 18 item 2): the groups build the ranks' weights from the
+ * checkpoint one at a time, the reference each rank's in turn; on the generator's checkpoint of the
+ * layer the figures are the generator run's line for line (ffn reduced to 16 of its experts: the
+ * generator's elements do not depend on the expert count), each header names where the weights came
+ * from. */
+START_TEST(launches_from_checkpoint) {
+  snprintf(dir, sizeof dir, "/tmp/hm_check_tool_XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  hm_layer_config full = tl_config("tiny", 3, 0, 0);
+  tl_write_ckpt(&full, 7, dir, 2);
+  static const char *const runs[] = {"ffn --config tiny --layer 3 --tp 2 --rows 3 --experts 16 --seed 7",
+                                     "k1 --config tiny --layer 3 --ratio 2 --tp 2 --rows 2 --seed 7"};
+  for (unsigned i = 0; i < 2; i++) {
+    char args[512], *a, *b;
+    snprintf(args, sizeof args, "%s --ckpt %s", runs[i], dir);
+    ck_assert_msg(run_sim(args, &a) == 0, "hsa-mono-check %s failed", args);
+    ck_assert_msg(run_sim(runs[i], &b) == 0, "hsa-mono-check %s failed", runs[i]);
+    char from[300];
+    snprintf(from, sizeof from, "weights from %s,", dir);
+    ck_assert_msg(strstr(a, from) != NULL, "%s: the header does not name the checkpoint", runs[i]);
+    ck_assert_ptr_nonnull(strstr(b, "weights from the generator,"));
+    ck_assert_str_eq(after(a, "rank 0 against the reference"), after(b, "rank 0 against the reference"));
+    ck_assert_ptr_nonnull(strstr(a, "\nPASS\n"));
+    free(a), free(b);
+  }
+  char rm[300];
+  snprintf(rm, sizeof rm, "rm -rf %s", dir);
+  ck_assert_int_eq(system(rm), 0);
+}
+END_TEST
+
 /* Bad usage of layer and model: exit status 2 and a line saying why (the usage or the reason). */
 START_TEST(layer_model_refusals) {
   static const char *const bad[] = {
@@ -544,6 +575,7 @@ Suite *hm_test_suite(void) {
                            {"k1_harness", k1_harness},
                            {"layer_harness", layer_harness},
                            {"layer_from_checkpoint", layer_from_checkpoint},
+                           {"launches_from_checkpoint", launches_from_checkpoint},
                            {"model_chain", model_chain},
                            {"layer_model_refusals", layer_model_refusals}};
   return TL_SUITE("layer-check-tool", tests, 300);

@@ -1,14 +1,17 @@
-/* tests/layer/test_group_source.c: a layer group that builds its ranks' weights from a source, one rank at a
- * time, keeping on the host only what a step's host work reads (hm_layer_group_create_source). */
+/* tests/layer/test_group_source.c: a layer, FFN or K1 group that builds its ranks' weights from a source, one
+ * rank at a time, keeping on the host only what a step's host work reads (hm_*_group_create_source). */
 #include <check.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "helpers.h"
+#include "hm_k1_group.h"
 #include "hm_layer_group.h"
 
 static const hm_ffn_config small_grid = {.min_cus = 1};
+static const hm_k1_config small_k1_grid = {.min_cus = 1};
 
 /* A source passing the generator's reads through and noting which thread made them: a thread that
  * reads again after another has read is a build interleaved with another rank's. */
@@ -168,7 +171,165 @@ START_TEST(failed_build) {
 }
 END_TEST
 
+/* The tensors a launch holds on its device, which a group built from a source drops from the host. */
+static const char *const uploaded[] = {"w13",  "w13_s",  "w2",   "w2_s",   "sgu",  "sgu_s",  "sw2",
+                                       "sw2_s", "wqkv", "wqkv_s", "wq_b", "wq_b_s", "wo_a", "wo_a_s",
+                                       "wo_b", "wo_b_s", "gate_w", "hc_attn_fn", "hc_ffn_fn"};
+
+/* Rank r's weights as a source-built group keeps them (k) against the held build's (h): none of the
+ * uploaded tensors, every other one the held build's byte for byte. */
+static void kept_only_rest(const hm_layer_weights *k, const hm_layer_weights *h, uint32_t r) {
+  ck_assert_ptr_nonnull(k);
+  ck_assert_uint_eq(k->rank, r);
+  unsigned held_uploaded = 0;
+  for (unsigned i = 0; i < sizeof uploaded / sizeof *uploaded; i++) {
+    ck_assert_msg(!hm_tset_find(&k->set, uploaded[i]), "rank %u keeps %s on the host", r, uploaded[i]);
+    held_uploaded += hm_tset_find(&h->set, uploaded[i]) != NULL;
+  }
+  ck_assert_uint_eq(k->set.count, h->set.count - held_uploaded);
+  for (uint32_t i = 0; i < k->set.count; i++) {
+    const hm_tensor *t = &k->set.t[i], *o = hm_tset_find(&h->set, t->name);
+    ck_assert_msg(o && o->nbytes == t->nbytes && !memcmp(o->data, t->data, t->nbytes), "rank %u's %s", r, t->name);
+  }
+}
+
+/* The FFN group (hsa-mono-check ffn's) built from the generator through a watching source, tiny layer
+ * 3 at TP 4: each rank's weights read in one run of reads, never interleaved with another rank's; the
+ * host keeps no tensor the launches hold; a step's outputs are the held group's bit for bit. */
+START_TEST(ffn_same_as_held) {
+  const uint32_t TP = 4, S = 5;
+  const uint64_t seed = 13;
+  hm_layer_config c = tl_config("tiny", 3, 0, 0);
+  const uint32_t D = c.hidden;
+  hm_runtime *rt = tl_open_sim();
+  hm_gen gen;
+  ck_assert_int_eq(hm_gen_init(&gen, &c, seed), HM_OK);
+  /* inputs as hsa-mono-check ffn makes them */
+  float *res = malloc(4 * (size_t)S * 4 * D), *post = malloc(16 * S), *comb = malloc(64 * S), *pre = malloc(16 * S);
+  float *parts[4];
+  hm_ffn_inputs in = {.rows = S, .res = res, .post = post, .comb = comb, .pre = pre};
+  hm_gen_normal(seed, "t.res", (uint64_t)S * 4 * D, 0.0f, 4.0f, true, res);
+  hm_gen_normal(seed, "t.post", (uint64_t)S * 4, 1.0f, 0.2f, false, post);
+  hm_gen_normal(seed, "t.pre", (uint64_t)S * 4, 0.5f, 0.1f, false, pre);
+  for (uint32_t i = 0; i < S * 16; i++) comb[i] = i % 5 == 0 ? 0.7f : 0.1f;
+  for (uint32_t r = 0; r < TP; r++) {
+    char n[16];
+    snprintf(n, sizeof n, "t.part%u", r);
+    parts[r] = malloc(4 * (size_t)S * D);
+    hm_gen_normal(seed, n, (uint64_t)S * D, 0.0f, 0.5f, true, parts[r]);
+    in.parts[r] = parts[r];
+  }
+  hm_ffn_outputs o[2][4];
+  for (int k = 0; k < 2; k++)
+    for (uint32_t r = 0; r < TP; r++)
+      o[k][r] = (hm_ffn_outputs){calloc((size_t)S * D, 4), calloc((size_t)S * 4 * D, 4), calloc(S * 4, 4),
+                                 calloc(S * 16, 4), calloc(S * 4, 4)};
+
+  hm_layer_weights held[4];
+  tl_build_group(&c, TP, seed, HM_WPART_FFN, held);
+  hm_ffn_group *g;
+  ck_assert_msg(hm_ffn_group_create(rt, held, TP, &small_grid, &g) == HM_OK, "%s", hm_errmsg());
+  ck_assert_msg(hm_ffn_group_step(g, &in, 1, o[0], NULL) == HM_OK, "%s", hm_errmsg());
+  hm_ffn_group_destroy(g);
+
+  watched w = {.inner = hm_gen_source(&gen)};
+  pthread_mutex_init(&w.m, NULL);
+  hm_source src = {&w, w_info, w_read};
+  /* as tl_build_group's; the parts are the group's own (FFN) whatever these say */
+  hm_build_opts bo = {.parts = HM_WPART_ALL, .rope_positions = TL_ROPE_POSITIONS};
+  ck_assert_msg(hm_ffn_group_create_source(rt, &c, TP, &src, &bo, &small_grid, &g) == HM_OK, "%s", hm_errmsg());
+  ck_assert_msg(!w.interleaved && w.runs == TP, "the ranks' builds interleaved: %u runs of reads for %u ranks", w.runs,
+                TP);
+  for (uint32_t r = 0; r < TP; r++) kept_only_rest(hm_ffn_group_weights(g, r), &held[r], r);
+  ck_assert_msg(hm_ffn_group_step(g, &in, 1, o[1], NULL) == HM_OK, "%s", hm_errmsg());
+  hm_ffn_group_destroy(g);
+  pthread_mutex_destroy(&w.m);
+
+  for (uint32_t r = 0; r < TP; r++) {
+    ck_assert_msg(!memcmp(o[0][r].x, o[1][r].x, (size_t)S * D * 4), "rank %u x", r);
+    ck_assert_msg(!memcmp(o[0][r].res, o[1][r].res, (size_t)S * 4 * D * 4), "rank %u res", r);
+    ck_assert_msg(!memcmp(o[0][r].post, o[1][r].post, S * 16) && !memcmp(o[0][r].comb, o[1][r].comb, S * 64) &&
+                      !memcmp(o[0][r].pre, o[1][r].pre, S * 16),
+                  "rank %u mixes", r);
+  }
+  for (int k = 0; k < 2; k++)
+    for (uint32_t r = 0; r < TP; r++)
+      free(o[k][r].x), free(o[k][r].res), free(o[k][r].post), free(o[k][r].comb), free(o[k][r].pre);
+  for (uint32_t r = 0; r < TP; r++) free(parts[r]);
+  free(res), free(post), free(comb), free(pre);
+  tl_free_group(held, TP);
+  hm_gen_free(&gen);
+  ck_assert_int_eq(hm_runtime_close(rt), HM_OK);
+}
+END_TEST
+
+/* K1's group (hsa-mono-check k1's) the same way, on tiny layer 2 (an index source: K1's index build)
+ * at TP 2: reads a rank at a time, no uploaded tensor kept, the step's outputs (seam, every rank's q,
+ * x_out, qr_out, the SWA cache) the held group's bit for bit. */
+START_TEST(k1_same_as_held) {
+  const uint32_t TP = 2, S = 3;
+  const uint64_t seed = 17;
+  hm_layer_config c = tl_config("tiny", 2, 0, 0);
+  ck_assert(hm_config_has(&c, HM_ROLE_INDEX_SOURCE));
+  const uint32_t D = c.hidden;
+  hm_runtime *rt = tl_open_sim();
+  hm_gen gen;
+  ck_assert_int_eq(hm_gen_init(&gen, &c, seed), HM_OK);
+  hm_gen_step step;
+  ck_assert_int_eq(hm_gen_step_make_block(&c, S, 1, 70, 64, seed, &step), HM_OK);
+  hm_layer_weights held[2];
+  tl_build_group(&c, TP, seed, HM_WPART_ATTN, held);
+  const uint32_t H = held[0].dims.heads;
+  hm_k1_outputs o[2][2];
+  for (int k = 0; k < 2; k++)
+    for (uint32_t r = 0; r < TP; r++)
+      o[k][r] = (hm_k1_outputs){.res = calloc((size_t)S * 4 * D, 4), .post = calloc(S * 4, 4),
+                                .comb = calloc(S * 16, 4), .pre = calloc(S * 4, 4),
+                                .q = calloc((size_t)S * H * HM_HEAD_DIM, 4), .x_out = calloc((size_t)S * D, 4),
+                                .qr_out = calloc((size_t)S * c.q_lora, 4), .swa = calloc(step.swa_bytes, 1)};
+  hm_k1_group *g;
+  ck_assert_msg(hm_k1_group_create(rt, held, TP, &small_k1_grid, &g) == HM_OK, "%s", hm_errmsg());
+  ck_assert_msg(hm_k1_group_step(g, &step.in, 1, o[0], NULL) == HM_OK, "%s", hm_errmsg());
+  hm_k1_group_destroy(g);
+
+  watched w = {.inner = hm_gen_source(&gen)};
+  pthread_mutex_init(&w.m, NULL);
+  hm_source src = {&w, w_info, w_read};
+  hm_build_opts bo = {.parts = HM_WPART_FFN, .rope_positions = TL_ROPE_POSITIONS}; /* parts: the group's (ATTN) */
+  ck_assert_msg(hm_k1_group_create_source(rt, &c, TP, &src, &bo, &small_k1_grid, &g) == HM_OK, "%s", hm_errmsg());
+  ck_assert_msg(!w.interleaved && w.runs == TP, "the ranks' builds interleaved: %u runs of reads for %u ranks", w.runs,
+                TP);
+  for (uint32_t r = 0; r < TP; r++) kept_only_rest(hm_k1_group_weights(g, r), &held[r], r);
+  ck_assert_msg(hm_k1_group_step(g, &step.in, 1, o[1], NULL) == HM_OK, "%s", hm_errmsg());
+  hm_k1_group_destroy(g);
+  pthread_mutex_destroy(&w.m);
+
+  for (uint32_t r = 0; r < TP; r++) {
+    ck_assert_msg(!memcmp(o[0][r].res, o[1][r].res, (size_t)S * 4 * D * 4), "rank %u res", r);
+    ck_assert_msg(!memcmp(o[0][r].post, o[1][r].post, S * 16) && !memcmp(o[0][r].comb, o[1][r].comb, S * 64) &&
+                      !memcmp(o[0][r].pre, o[1][r].pre, S * 16),
+                  "rank %u mixes", r);
+    ck_assert_msg(!memcmp(o[0][r].q, o[1][r].q, (size_t)S * H * HM_HEAD_DIM * 4), "rank %u q", r);
+    ck_assert_msg(!memcmp(o[0][r].x_out, o[1][r].x_out, (size_t)S * D * 4) &&
+                      !memcmp(o[0][r].qr_out, o[1][r].qr_out, (size_t)S * c.q_lora * 4),
+                  "rank %u index build rows", r);
+    ck_assert_msg(!memcmp(o[0][r].swa, o[1][r].swa, step.swa_bytes), "rank %u records", r);
+  }
+  for (int k = 0; k < 2; k++)
+    for (uint32_t r = 0; r < TP; r++) {
+      hm_k1_outputs *p = &o[k][r];
+      free(p->res), free(p->post), free(p->comb), free(p->pre), free(p->q), free(p->x_out), free(p->qr_out);
+      free(p->swa);
+    }
+  tl_free_group(held, TP);
+  hm_gen_step_free(&step);
+  hm_gen_free(&gen);
+  ck_assert_int_eq(hm_runtime_close(rt), HM_OK);
+}
+END_TEST
+
 Suite *hm_test_suite(void) {
-  const tl_case tests[] = {{"same_as_held", same_as_held}, {"failed_build", failed_build}};
+  const tl_case tests[] = {{"same_as_held", same_as_held}, {"failed_build", failed_build},
+                           {"ffn_same_as_held", ffn_same_as_held}, {"k1_same_as_held", k1_same_as_held}};
   return TL_SUITE("layer-group-source", tests, 300);
 }

@@ -1,5 +1,5 @@
 /* tests/layer/test_ref_stream.c: the reference with weights built from a source a rank at a time
- * (hm_ref_layer_step_source, hm_ref_ffn_launch_source, hm_ref_moe_source): the held group's trace bit
+ * (hm_ref_layer_step_source, hm_ref_ffn_launch_source, hm_ref_moe_source, hm_ref_k1_source): the held group's trace bit
  * for bit, one rank's FFN weights alive at once, a failed build leaving the trace as it was. */
 #include <check.h>
 #include <malloc.h>
@@ -159,8 +159,43 @@ START_TEST(one_rank_ffn_at_a_time) {
 }
 END_TEST
 
+/* K1 alone (hsa-mono-check k1's reference) with each rank's attention weights built in turn: the held
+ * group's trace bit for bit, on an index source (tiny layer 2, the index build) and a REUSE layer (3)
+ * at TP 4. */
+START_TEST(k1_same_trace_as_held) {
+  static const int32_t layers[] = {2, 3};
+  for (unsigned l = 0; l < 2; l++) {
+    hm_layer_config c = tl_config("tiny", layers[l], 0, 0);
+    const bool index = hm_config_has(&c, HM_ROLE_INDEX_SOURCE);
+    hm_layer_weights w[4];
+    tl_build_group(&c, 4, 11, HM_WPART_ATTN, w);
+    hm_gen g;
+    ck_assert_int_eq(hm_gen_init(&g, &c, 11), HM_OK);
+    hm_source src = hm_gen_source(&g);
+    hm_gen_step s[2];
+    hm_tensor_set t[2];
+    for (int i = 0; i < 2; i++) {
+      ck_assert_int_eq(hm_gen_step_make(&c, 3, 1, 200, 11, &s[i]), HM_OK);
+      hm_tset_init(&t[i]);
+    }
+    hm_ref_k1_in in0 = {3, s[0].in.settled ? NULL : s[0].x, s[0].res, s[0].post, s[0].comb, s[0].pre, &s[0].in};
+    hm_ref_k1_in in1 = {3, s[1].in.settled ? NULL : s[1].x, s[1].res, s[1].post, s[1].comb, s[1].pre, &s[1].in};
+    ck_assert_msg(hm_ref_k1(w, 4, &in0, index, &t[0]) == HM_OK, "%s", hm_errmsg());
+    hm_build_opts o = {.parts = HM_WPART_FFN, .rope_positions = TL_ROPE_POSITIONS}; /* parts: ATTN whatever */
+    ck_assert_msg(hm_ref_k1_source(&c, 4, &src, &o, &in1, index, &t[1]) == HM_OK, "%s", hm_errmsg());
+    same_trace(&t[0], &t[1]);
+    ck_assert_ptr_nonnull(hm_tset_find(&t[1], "rank3.q"));
+    ck_assert_msg(!memcmp(s[0].swa_buf, s[1].swa_buf, s[0].swa_bytes), "layer %d: the records", layers[l]);
+    for (int i = 0; i < 2; i++) hm_tset_free(&t[i]), hm_gen_step_free(&s[i]);
+    hm_gen_free(&g);
+    tl_free_group(w, 4);
+  }
+}
+END_TEST
+
 Suite *hm_test_suite(void) {
   const tl_case tests[] = {{"same_trace_as_held", same_trace_as_held},
-                           {"one_rank_ffn_at_a_time", one_rank_ffn_at_a_time}};
+                           {"one_rank_ffn_at_a_time", one_rank_ffn_at_a_time},
+                           {"k1_same_trace_as_held", k1_same_trace_as_held}};
   return TL_SUITE("layer-ref-stream", tests, 300);
 }
