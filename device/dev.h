@@ -524,7 +524,14 @@ DEV_INLINE u64 dev_tl_clock(void) { return dev_host->event(); }
 #endif
 DEV_INLINE void dev_tl_stamp(u64 tl, u32 slot, u32 n, u32 base) {
   if (tl == 0) return;
-  if (dev_lid() == 0) {
+  u32 lid = dev_lid();
+#if defined(DEV_GPU) && DEV_ARCH_GFX942
+  /* the test made again at each stamp: hoisted, its lane mask held two SGPRs through the whole
+   * kernel, which gfx942's K1 spilled (gfx942 leaves a kernel fewer SGPRs than gfx950: XNACK's
+   * mask); on gfx950 the hoisted mask is K2's better allocation */
+  __asm__ volatile("" : "+v"(lid));
+#endif
+  if (lid == 0) {
     __global struct hm_tl_stamp *p = (__global struct hm_tl_stamp *)tl + (u64)dev_cta() * DEV_TL_SLOTS + slot;
     p->n = n;
     p->base = base;

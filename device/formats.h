@@ -396,14 +396,17 @@ static inline void fmt_mxfp4_quant(const f32 *x, u32 n, u8 *packed, u8 *code) {
 
 #define FMT_FNUZ_ACT_MAX 224.0f
 
-/* gfx942's code of rule V or A (spec/mono.md §2.6): the rule's quotient against 224 instead of 448
- * (A: times RN(1/224) = 2 RN(1/448)), ceilexp, the rule's clamp. A normal quotient is exactly twice
- * the OCP one, hence the OCP code + 1; a subnormal one (rule V with amax below 224 x 2^-126, an
- * all-zero group among them) gives 1 (the reference's ref_fnuz_group). */
+/* gfx942's code of rule V, A or R (spec/mono.md §2.6): the rule's quotient against 224 instead of
+ * 448 (A: times RN(1/224) = 2 RN(1/448)), ceilexp, the rule's clamp (R: none). A normal quotient is
+ * exactly twice the OCP one, hence the OCP code + 1; a subnormal one (rule V with amax below 224 x
+ * 2^-126, an all-zero group among them) gives 1 (the reference's ref_fnuz_group); R's 1e-4 floor
+ * keeps its quotient normal. */
 static inline u8 fmt_mx_code_fnuz(int rule, f32 amax) {
   f32 q = rule == FMT_RULE_A ? fmt_floor_amax(amax, FMT_BITS_1E_10) * fmt_float(FMT_BITS_RCP448 + (1u << 23))
-                             : fmt_div_rn(fmt_floor_amax(amax, FMT_BITS_FLT_MIN), FMT_FNUZ_ACT_MAX);
+                             : fmt_div_rn(fmt_floor_amax(amax, rule == FMT_RULE_R ? FMT_BITS_1E_4 : FMT_BITS_FLT_MIN),
+                                          FMT_FNUZ_ACT_MAX);
   u32 c = fmt_ceilexp(q), lo = rule == FMT_RULE_A ? 1u : 0u;
+  if (rule == FMT_RULE_R) return (u8)c;
   return (u8)(c > 254u ? 254u : c < lo ? lo : c);
 }
 /* Its byte: FNUZ e4m3 of clamp(x * mul(code), +-224), the clamp as fminf(fmaxf(v, -224), 224)

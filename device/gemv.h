@@ -242,22 +242,32 @@ DEV_INLINE u32 gemv942_token(const gemv_act *x, u32 t0, u32 lane) {
   return lane % 16u < GEMV_TOKENS_942 ? t0 + lane % 16u : x->S;
 }
 
-/* Step st of rows row0..row0+15 of m times the pass from t0, into acc: its K blocks in order, each
- * one unscaled MFMA added by fma with 2^(ca + cb - 254) (ca the tile's block code, cb the
- * lane's token's); blocks wholly past x's K (the copy's zero padding) are skipped. */
-DEV_INLINE f32x4 gemv942_mx8_step(const gemv_mx8 *m, const gemv_act *x, u32 row0, u32 t0, u32 st, u32 lane,
-                                  f32x4 acc) {
-  u64 a[4];
-  gemv942_ld_w(m, row0, st, lane, a);
-  u32 t = gemv942_token(x, t0, lane), cols = m->Kp / 32u;
+/* The codes of the four K blocks of step st of the 16-row tile at row0 (block b in byte b): one
+ * dword, as a row block's codes are Kp / 32 (a multiple of 4) a row of the table. */
+DEV_INLINE u32 gemv942_ld_codes(const gemv_mx8 *m, u32 row0, u32 st) {
+  return dev_buf_ld_u32(m->s, (row0 / 32u) * (m->Kp / 32u) + 4u * st, DEV_CP_NT);
+}
+
+/* Step st of a 16-row tile (A operands a[b], block codes ca in byte b) times token t's activation,
+ * into acc: its K blocks in order, each one unscaled MFMA added by fma with 2^(ca + cb - 254) (cb
+ * the lane's token's code); blocks wholly past x's K (the copy's zero padding) are skipped. */
+DEV_INLINE f32x4 gemv942_blocks(const u64 a[4], u32 codes, const gemv_act *x, u32 t, u32 st, u32 lane, f32x4 acc) {
   for (u32 b = 0; b < 4u; b++) {
     u32 blk = 4u * st + b;
     if (32u * blk >= x->K) break;
     f32x4 d = gemv942_block(a[b], gemv942_ld_act(x, t, blk, lane));
-    u32 ca = gemv_byte(m->s, (row0 / 32u) * cols + blk, DEV_CP_NT), cb = gemv942_act_code(x, t, blk);
+    u32 ca = (codes >> (8u * b)) & 0xffu, cb = gemv942_act_code(x, t, blk);
     acc = gemv942_fma(d, gemv_pow2((i32)(ca + cb) - 254), acc);
   }
   return acc;
+}
+
+/* Step st of rows row0..row0+15 of m times the pass from t0, into acc (gemv942_blocks). */
+DEV_INLINE f32x4 gemv942_mx8_step(const gemv_mx8 *m, const gemv_act *x, u32 row0, u32 t0, u32 st, u32 lane,
+                                  f32x4 acc) {
+  u64 a[4];
+  gemv942_ld_w(m, row0, st, lane, a);
+  return gemv942_blocks(a, gemv942_ld_codes(m, row0, st), x, gemv942_token(x, t0, lane), st, lane, acc);
 }
 
 /* One wave's part of rows row0..row0+15 times the pass from t0: steps wave, wave + 8, ... in one
@@ -266,6 +276,54 @@ DEV_INLINE f32x4 gemv_mx8_wave(const gemv_mx8 *m, const gemv_act *x, u32 row0, u
   u32 lane = dev_lane(), steps = m->Kp / 128u;
   f32x4 acc = 0;
   for (u32 st = wave; st < steps; st += 8u) acc = gemv942_mx8_step(m, x, row0, t0, st, lane, acc);
+  return acc;
+}
+
+/* ---------------------------------------------------------------- a GEMV task's weights, held in registers (gfx942) */
+
+/* As gfx950's gemv_wtile (above): one wave's steps s0 + wave, s0 + wave + 8, ... of a 16-row tile,
+ * loaded before the task waits for its activations and kept across token passes; a step is the
+ * A operands of its four K blocks and their codes. */
+#define GEMV_MAX_WSTEPS 4u /* 128-wide K steps a wave holds of one row tile (K <= 4096) */
+
+typedef struct {
+  u64 w[GEMV_MAX_WSTEPS][4];
+  u32 s[GEMV_MAX_WSTEPS]; /* block b's code in byte b */
+} gemv_wtile;
+
+DEV_INLINE void gemv_wtile_load(gemv_wtile *t, const gemv_mx8 *m, u32 row0, u32 s0, u32 n, u32 wave, u32 lane) {
+#pragma unroll
+  for (u32 i = 0; i < GEMV_MAX_WSTEPS; i++) {
+    u32 st = wave + 8u * i;
+    for (u32 b = 0; b < 4u; b++) t->w[i][b] = 0;
+    t->s[i] = 0;
+    if (st < n) {
+      u64 a[4];
+      gemv942_ld_w(m, row0, s0 + st, lane, a);
+      for (u32 b = 0; b < 4u; b++) t->w[i][b] = a[b];
+      t->s[i] = gemv942_ld_codes(m, row0, s0 + st);
+    }
+#if defined(DEV_GPU)
+    /* held in a VGPR: the factor's sum with the lane's token code is per lane anyway, and K1's
+     * SGPRs (argument pointers, buffer descriptors) have no room for the tile's codes */
+    __asm__ volatile("" : "+v"(t->s[i]));
+#endif
+  }
+}
+
+/* The wave's chain for the pass from t0 (its 6 tokens): its steps in ascending order, each step's
+ * blocks in order, in one accumulator (spec/mono.md §2.0, §2.6). */
+DEV_INLINE f32x4 gemv_wtile_run(const gemv_wtile *t, const gemv_act *x, u32 t0, u32 s0, u32 n, u32 wave, u32 lane) {
+  f32x4 acc = 0;
+  u32 tok = gemv942_token(x, t0, lane);
+#pragma unroll
+  for (u32 i = 0; i < GEMV_MAX_WSTEPS; i++) {
+    u32 st = wave + 8u * i;
+    if (st < n) {
+      const u64 a[4] = {t->w[i][0], t->w[i][1], t->w[i][2], t->w[i][3]};
+      acc = gemv942_blocks(a, t->s[i], x, tok, s0 + st, lane, acc);
+    }
+  }
   return acc;
 }
 

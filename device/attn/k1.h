@@ -64,6 +64,16 @@ struct k1_lds {
   u32 word[4]; /* broadcasts (the persistent verdict, the epoch, the CTA id) */
 };
 
+/* An fp8 byte of rules V and R under its code: OCP e4m3 on gfx950; on gfx942 FNUZ with max 224
+ * (spec/mono.md §2.6: QX8 and the SWA record, whose cache follows the GPU's fp8). */
+DEV_INLINE u8 k1_act_byte(f32 x, u8 code) {
+#if DEV_ARCH_GFX942
+  return fmt_mx_fnuz(x, code);
+#else
+  return fmt_mx_e4m3(x, code);
+#endif
+}
+
 /* ---------------------------------------------------------------- K1.5 wqkv */
 
 /* Unit u: rows 16 * (u % tiles) of wqkv over K half u / tiles (D/256 steps of 128: wave w takes
@@ -86,7 +96,8 @@ DEV_INLINE void k1_wqkv_unit(const struct k1_ctx *c, __local struct k1_lds *lds,
     dev_barrier();
     if (lid < 256u) {
       u32 r = lid / 16u, j = lid % 16u, t = t0 + j;
-      if (t < S) ho_pair_put(&qkvp[((u64)kh * S + t) * N + 16u * tile + r], dev_bits_f32(gemv_red_sum(red, r, j)), c->tag);
+      /* j < K1_TILE: on gfx942 a pass is 6 of the tile's 16 columns, the others the next pass's */
+      if (j < K1_TILE && t < S) ho_pair_put(&qkvp[((u64)kh * S + t) * N + 16u * tile + r], dev_bits_f32(gemv_red_sum(red, r, j)), c->tag);
     }
   }
 }
@@ -160,10 +171,14 @@ DEV_INLINE void k1_qkv(const struct k1_ctx *c, __local struct k1_lds *lds, u32 t
       f32 v = fmt_absf(L->v[32u * lid + k]);
       amax = v > amax ? v : amax;
     }
+#if DEV_ARCH_GFX942
+    cv = fmt_mx_code_fnuz(FMT_RULE_V, amax); /* FNUZ against 224 (spec/mono.md §2.6) */
+#else
     cv = fmt_mx_code_v(amax);
+#endif
     for (u32 k = 0; k < 32u; k += 4u) {
       u32 wv = 0;
-      for (u32 b = 0; b < 4u; b++) wv |= (u32)fmt_mx_e4m3(L->v[32u * lid + k + b], (u8)cv) << (8u * b);
+      for (u32 b = 0; b < 4u; b++) wv |= (u32)k1_act_byte(L->v[32u * lid + k + b], (u8)cv) << (8u * b);
       dev_st_u32(&qx8[8u * lid + k / 4u], wv, DEV_CP_DEV);
     }
   }
@@ -180,7 +195,11 @@ DEV_INLINE void k1_qkv(const struct k1_ctx *c, __local struct k1_lds *lds, u32 t
       f32 v = fmt_absf(kv[64u * lid + k]);
       amax = v > amax ? v : amax;
     }
+#if DEV_ARCH_GFX942
+    L->code[lid] = fmt_mx_code_fnuz(FMT_RULE_R, amax); /* the SWA record FNUZ (spec/mono.md §2.6) */
+#else
     L->code[lid] = fmt_mx_code_r(amax);
+#endif
   }
   dev_barrier();
   if (slot >= 0) {
@@ -189,7 +208,7 @@ DEV_INLINE void k1_qkv(const struct k1_ctx *c, __local struct k1_lds *lds, u32 t
     __global u32 *data = (__global u32 *)(page + o * K1_RECORD_DATA);
     if (lid < K1_NOPE / 4u) {
       u32 code = L->code[lid / 16u], w = 0;
-      for (u32 k = 0; k < 4u; k++) w |= (u32)fmt_mx_e4m3(kv[4u * lid + k], (u8)code) << (8u * k);
+      for (u32 k = 0; k < 4u; k++) w |= (u32)k1_act_byte(kv[4u * lid + k], (u8)code) << (8u * k);
       data[lid] = w;
     } else if (lid < K1_NOPE / 4u + (K1_HEAD - K1_NOPE) / 2u) {
       u32 j = lid - K1_NOPE / 4u; /* rope dims 2j, 2j + 1 as bf16, little endian */
@@ -226,7 +245,7 @@ DEV_INLINE void k1_wq_b_task(const struct k1_ctx *c, __local struct k1_lds *lds,
     if (lid < 128u) {
       /* work-item (row pair rp, token j): rows 2rp, 2rp + 1 of the tile */
       u32 rp = lid / 16u, j = lid % 16u, t = t0 + j, row = 16u * task + 2u * rp, d = row % K1_HEAD;
-      if (t < S) {
+      if (j < K1_TILE && t < S) {
         f32 e = fmt_round_bf16(gemv_red_sum(red, 2u * rp, j));
         f32 o = fmt_round_bf16(gemv_red_sum(red, 2u * rp + 1u, j));
         if (d >= K1_NOPE) {

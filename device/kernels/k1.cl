@@ -1,5 +1,5 @@
-/* device/kernels/k1.cl: K1 on gfx950 (spec/mono.md §2.1, §3): one persistent kernel from the previous
- * layer's output and seam state to res_mid, this seam's mixes, roped q, the KV records, the key table. */
+/* device/kernels/k1.cl: K1 on gfx950 and gfx942 (spec/mono.md §2.1, §2.6, §3): one persistent kernel from
+ * the previous layer's output and seam state to res_mid, this seam's mixes, roped q, the KV records, the key table. */
 #include "../attn/k1.h"
 #include "../dev.h"
 #include "../epoch.h"
@@ -56,6 +56,8 @@ DEV_KERNEL(k1, struct k1_args, 512) {
 #undef S_
 #undef NS_
   u32 w2 = dev_readfirstlane_u32(lds->word[2]);
-  if (w2 >> 31) dev_epoch_end_as((__global u32 *)DEV_ARGS_PTR(struct k1_args)->epoch, dev_readfirstlane_u32(lds->word[1]),
+  /* through c.a, which the stages keep live, not the kernel's argument pointer: holding that one too
+   * to the end costs two SGPRs, which gfx942 (fewer left to the kernel with XNACK) spilled */
+  if (w2 >> 31) dev_epoch_end_as((__global u32 *)c.a->epoch, dev_readfirstlane_u32(lds->word[1]),
                                  (w2 & 0x7fffffffu) == 0);
 }

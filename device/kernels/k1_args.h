@@ -7,7 +7,15 @@
 #include "seam_args.h"
 
 #define K1_MAX_ROWS SEAM_MAX_ROWS
-#define K1_TILE 16u        /* tokens a GEMV pass (one 16x16 MFMA tile on gfx950) */
+/* gfx942's cap (spec/mono.md §1.1 MAX_ROWS_GFX942, §5.3.1: 7 token tiles of 6) */
+#define K1_MAX_ROWS_GFX942 42u
+/* Tokens a GEMV pass: one 16x16 MFMA tile on gfx950; 6 of its 16 columns on gfx942 (§1.1 TILE:
+ * its 64 KB of LDS), as the FFN launch's (ffn_args.h FFN_TILE). K1's scratch does not depend on it. */
+#if defined(DEV_ARCH_GFX942) && DEV_ARCH_GFX942
+#define K1_TILE 6u
+#else
+#define K1_TILE 16u
+#endif
 #define K1_CTA SEAM_CTA
 #define K1_HEAD 512u       /* head dim: 448 nope (e4m3 in the record) + 64 rope (bf16) */
 #define K1_NOPE 448u
@@ -53,12 +61,13 @@ struct k1_args {
   /* the key table (skipped by the index build) */
   struct kt_args kt;
   /* weights */
-  u64 wqkv, wqkv_s;   /* e4m3 [Q+512][D] (wq_a rows, then wkv), e8m0 [(Q+512)/32][D/32] */
+  u64 wqkv, wqkv_s;   /* e4m3 [Q+512][D] (wq_a rows, then wkv), e8m0 [(Q+512)/32][D/32]; gfx942: its
+                       * tile-major FNUZ copy [Q+512][Dp], codes [(Q+512)/32][Dp/32] (Dp = D to x128) */
   u64 q_norm;         /* bf16 [Q] */
   u64 kv_norm;        /* bf16 [512] */
-  u64 wq_b, wq_b_s;   /* e4m3 [H*512][Q] (this rank's heads), e8m0 [H*16][Q/32] */
+  u64 wq_b, wq_b_s;   /* e4m3 [H*512][Q] (this rank's heads), e8m0 [H*16][Q/32]; gfx942: the copy, Q to x128 */
   u64 cos_sin;        /* f32 [positions][64]: 32 cos, 32 sin */
-  /* the paged SWA cache the step's records go to */
+  /* the paged SWA cache the step's records go to (gfx942: FNUZ records, spec/mono.md §2.6) */
   u64 swa;            /* u8: block b at swa + b * swa_stride */
   u64 swa_stride;     /* bytes a block (>= swa_block * 584) */
   /* outputs */

@@ -27,6 +27,8 @@ struct hm_k1 {
   hm_layer_config cfg;
   hm_rank_dims dims;
   uint32_t rank, tp, grid;
+  hm_arch arch;          /* the agent's: gfx942 reads its own weight copies (spec/mono.md §2.6, §4.4) */
+  uint32_t max_rows;     /* §5.3.1: K1_MAX_ROWS, K1_MAX_ROWS_GFX942 on gfx942 */
   uint32_t rope_rows;    /* rows of cos_sin: a position must be below it */
   bool index_build;      /* HM_ROLE_INDEX_SOURCE: x_out and qr_out, no key table */
   uint64_t step_timeout_ns, arrival_timeout_ns;
@@ -49,7 +51,7 @@ unsigned hm_k1_recorded_held(const hm_k1 *k);
 
 /* k1_bind.c: the checks of hm_k1_create (a refusal names its rule), and the weights' upload. */
 hm_status hm_k1_check_agent(hm_agent *a, const hm_k1_config *cfg);
-hm_status hm_k1_check_layer(const hm_layer_weights *w);
+hm_status hm_k1_check_layer(const hm_layer_weights *w, hm_arch arch);
 hm_status hm_k1_bind_weights(hm_k1 *k, const hm_layer_weights *w);
 
 #endif /* HM_K1_INTERNAL_H */

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bind_internal.h"
 #include "dev_persist.h"
 #include "epoch.h"
 #include "k1_internal.h"
@@ -32,7 +33,8 @@ hm_status hm_k1_create(hm_agent *a, const hm_layer_weights *w, const hm_k1_confi
   if (!a || !w || !out) return hm_fail(HM_ERR_INVALID_ARG, "hm_k1_create: NULL argument");
   *out = NULL;
   hm_status s;
-  if ((s = hm_k1_check_agent(a, cfg)) || (s = hm_k1_check_layer(w))) return s;
+  const hm_arch arch = hm_bind_arch(a);
+  if ((s = hm_k1_check_agent(a, cfg)) || (s = hm_k1_check_layer(w, arch))) return s;
   /* the shared epoch buffer: the agent's memory of DEV_EPOCH_BYTES (a K2's, hm_k2_epoch) */
   const hm_mem_need ep = {"the shared epoch buffer", cfg ? cfg->epoch : NULL, DEV_EPOCH_BYTES, HM_MEM_DEVICE};
   if (cfg && cfg->epoch && (s = hm_mem_check(a, "K1", &ep, 1))) return s;
@@ -40,6 +42,10 @@ hm_status hm_k1_create(hm_agent *a, const hm_layer_weights *w, const hm_k1_confi
   if (!k) return hm_fail(HM_ERR_NO_MEMORY, "hm_k1_create");
   k->agent = a, k->rt = hm_agent_runtime(a);
   k->cfg = w->cfg, k->dims = w->dims, k->rank = w->rank, k->tp = w->dims.tp;
+  /* gfx942: its own weight copies (hm_k1_bind_weights refuses the other arch's); its LDS caps a
+   * step at 42 rows (§5.3.1) */
+  k->arch = arch;
+  k->max_rows = arch == HM_ARCH_GFX942 ? K1_MAX_ROWS_GFX942 : K1_MAX_ROWS;
   k->rope_rows = w->rope_positions;
   k->index_build = hm_config_has(&w->cfg, HM_ROLE_INDEX_SOURCE);
   /* K1 waits on nothing outside its own launch, so the bound is the whole step's: on the
@@ -102,9 +108,10 @@ bool hm_k1_index_build(const hm_k1 *k) { return k && k->index_build; }
 /* ---------------------------------------------------------------- the checks of a step */
 
 /* §5.3.1 and §5.3.4: the step's shape, a refusal (the caller falls back), not an error */
-static hm_status check_rows(const char *who, const hm_k1_io *io) {
-  if (io->rows < 1 || io->rows > K1_MAX_ROWS)
-    return hm_fail(HM_ERR_REFUSED, "%s: spec/mono.md §5.3.1: %u rows (K1 takes 1..%u)", who, io->rows, K1_MAX_ROWS);
+static hm_status check_rows(const hm_k1 *k, const char *who, const hm_k1_io *io) {
+  if (io->rows < 1 || io->rows > k->max_rows)
+    return hm_fail(HM_ERR_REFUSED, "%s: spec/mono.md §5.3.1: %u rows (K1 takes 1..%u%s)", who, io->rows, k->max_rows,
+                   k->arch == HM_ARCH_GFX942 ? " on gfx942" : "");
   if (io->prefills)
     return hm_fail(HM_ERR_REFUSED, "%s: spec/mono.md §5.3.4: %u prefill tokens (K1 is decode-only)", who,
                    io->prefills);
@@ -206,7 +213,7 @@ static hm_status check_meta(const hm_k1 *k, const hm_k1_io *io, const char *who,
 /* hm_k1_accepts; hold (a record's chain, else NULL): the checked tensors are held by it */
 static hm_status k1_accepts(const hm_k1 *k, const hm_k1_io *io, hm_chain *hold) {
   if (!k || !io) return hm_fail(HM_ERR_INVALID_ARG, "K1 step: NULL argument");
-  hm_status s = check_rows("K1 step", io);
+  hm_status s = check_rows(k, "K1 step", io);
   if (s) return s;
   /* every tensor against its allocation, sized for the step's rows; the index build writes
    * x_out and qr_out in place of the key table */
@@ -237,8 +244,8 @@ hm_status hm_k1_accepts(const hm_k1 *k, const hm_k1_io *io) { return k1_accepts(
 
 hm_status hm_k1_prepare(hm_k1 *k, uint32_t rows) {
   if (!k) return hm_fail(HM_ERR_INVALID_ARG, "hm_k1_prepare: NULL launch");
-  if (rows < 1 || rows > K1_MAX_ROWS)
-    return hm_fail(HM_ERR_INVALID_ARG, "hm_k1_prepare: rows %u (1..%d)", rows, K1_MAX_ROWS);
+  if (rows < 1 || rows > k->max_rows)
+    return hm_fail(HM_ERR_INVALID_ARG, "hm_k1_prepare: rows %u (1..%u)", rows, k->max_rows);
   struct k1_width *w = &k->width[rows];
   if (w->scratch) return HM_OK;
   k1_scratch_layout(rows, k->cfg.hidden, k->cfg.q_lora, &w->layout);
@@ -252,7 +259,7 @@ hm_status hm_k1_prepare(hm_k1 *k, uint32_t rows) {
 }
 
 const void *hm_k1_scratch(const hm_k1 *k, uint32_t rows, struct hm_k1_scratch_layout *layout) {
-  if (!k || rows < 1 || rows > K1_MAX_ROWS || !k->width[rows].scratch) return NULL;
+  if (!k || rows < 1 || rows > k->max_rows || !k->width[rows].scratch) return NULL;
   if (layout) *layout = k->width[rows].layout;
   return k->width[rows].scratch;
 }
@@ -385,7 +392,7 @@ hm_status hm_k1_timeline(hm_k1 *k, hm_timeline *out) {
 
 hm_status hm_k1_keylist(hm_k1 *k, hm_queue *q, const hm_k1_io *io) {
   if (!k || !io) return hm_fail(HM_ERR_INVALID_ARG, "K1 keylist: NULL argument");
-  hm_status s = check_rows("K1 keylist", io);
+  hm_status s = check_rows(k, "K1 keylist", io);
   if (s) return s;
   const hm_mem_need t[] = {{"kt", io->kt, (uint64_t)io->rows * K1_KEYS * 4, HM_MEM_DEVICE},
                            {"klen", io->klen, 2ull * io->rows * 4, HM_MEM_DEVICE}};
@@ -413,7 +420,7 @@ hm_status hm_k1_keylist(hm_k1 *k, hm_queue *q, const hm_k1_io *io) {
 /* ---------------------------------------------------------------- the step's memory floor */
 
 uint64_t hm_k1_step_bytes(const hm_k1 *k, uint32_t rows) {
-  if (!k || rows < 1 || rows > K1_MAX_ROWS) return 0;
+  if (!k || rows < 1 || rows > k->max_rows) return 0;
   const uint64_t S = rows, D = k->cfg.hidden, Q = k->cfg.q_lora, H = k->dims.heads, N = Q + K1_HEAD;
   uint64_t weights = N * D + N / 32 * (D / 32)                              /* wqkv */
                      + H * K1_HEAD * Q + H * K1_HEAD / 32 * (Q / 32)        /* wq_b */

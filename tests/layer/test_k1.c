@@ -551,7 +551,8 @@ START_TEST(bad_metadata_refused) {
 }
 END_TEST
 
-/* Creation refusals name their rule; a gfx942 agent is refused (§5.1.2: K1 is gfx950's kernel). */
+/* Creation refusals name their rule; on a gfx942 agent a TP2 group is refused (§5.1.3: gfx942 runs
+ * TP 4 only; gfx942's own refusals are test_k1_942.c's). */
 START_TEST(create_refusals) {
   hm_runtime *rt = tl_open_sim();
   hm_layer_config cfg = tl_config("tiny", 3, 0, 0);
@@ -579,7 +580,7 @@ START_TEST(create_refusals) {
   setenv("HSAMONO_SIM_ARCH", "gfx942", 1);
   rt = tl_open_sim();
   tl_build_group(&cfg, 2, 800, HM_WPART_ATTN, w2);
-  expect_status(hm_k1_create(hm_agent_get(rt, 0), &w2[0], &small_grid, &k), HM_ERR_REFUSED, "§5.1.2");
+  expect_status(hm_k1_create(hm_agent_get(rt, 0), &w2[0], &small_grid, &k), HM_ERR_REFUSED, "§5.1.3: TP 2 on gfx942");
   tl_free_group(w2, 2);
   hm_runtime_close(rt);
   unsetenv("HSAMONO_SIM_ARCH");
