@@ -59,7 +59,9 @@ static void usage(FILE *f) {
           "--ckpt PATH takes the weights from a DeepSeek-V4.1 safetensors checkpoint (a directory of shards).\n"
           "Either way the group builds the ranks' attention weights one at a time, keeping on the host only\n"
           "what its device copies leave, and the reference builds each rank's again in turn.\n"
-          LAUNCH_TOOL_ARCH_K12_HELP);
+          "--arch gfx942 (MI300X/MI325X): the gfx942 weight copies (spec/mono.md §4.4) on gfx942 agents against\n"
+          "the reference's gfx942 mode (§2.6), TP 4 and at most 42 rows; on the software agent the tool makes\n"
+          "its agents gfx942 itself (HSAMONO_SIM_ARCH, unless set otherwise). Default gfx950.\n");
 }
 
 static uint64_t count_diff_i32(const int32_t *a, const int32_t *b, uint64_t n) {
@@ -102,9 +104,10 @@ int check_k1(int argc, char **argv) {
     }
   }
   if (cli_end(&c, argc, argv)) return CLI_EXIT_MISUSE;
-  if (launch_tool_arch_k12(&c, arch_word)) return CLI_EXIT_MISUSE;
   if (!tp) return cli_refuse(&c, "--tp is required");
   if (!rows) return cli_refuse(&c, "--rows is required");
+  const hm_arch arch = launch_tool_arch(arch_word);
+  if (launch_tool_arch_shape(&c, arch, tp, rows)) return CLI_EXIT_MISUSE;
   if (ratio < 0 && layer < 0) return cli_refuse(&c, "--ratio or --layer is required");
   if (launch_tool_step_shape(&c, rows, reqs, ctx, block)) return CLI_EXIT_MISUSE;
   if (layer < 0) layer = default_layer[ratio];
@@ -113,10 +116,15 @@ int check_k1(int argc, char **argv) {
   if (ratio >= 0 && cfg.compress_ratio != (uint32_t)ratio)
     return cli_refuse(&c, "%s layer %ld has compress ratio %u, not --ratio %ld", model, layer, cfg.compress_ratio,
                       ratio);
+  launch_tool_arch_select(arch);
   hm_runtime *rt;
   if (hm_runtime_open(NULL, &rt) != HM_OK) {
     fprintf(stderr, "hsa-mono-check k1: %s\n", hm_errmsg());
     return 2;
+  }
+  if (launch_tool_arch_agents(c.prog, rt, (uint32_t)tp, arch)) {
+    hm_runtime_close(rt);
+    return CLI_EXIT_NOT_RUN;
   }
   /* the weights' source: the seeded generator, or a checkpoint */
   hm_gen gen;
@@ -129,11 +137,11 @@ int check_k1(int argc, char **argv) {
     return 2;
   }
   src = ck ? hm_ckpt_source(ck) : hm_gen_source(&gen);
-  const hm_build_opts bo = {.parts = HM_WPART_ATTN};
+  const hm_build_opts bo = {.parts = HM_WPART_ATTN, .arch = arch};
   const bool index = hm_config_has(&cfg, HM_ROLE_INDEX_SOURCE);
   printf("hsa-mono-check k1: %s layer %ld (ratio %u%s), TP%ld, %ld rows in %ld requests at context %ld, SWA "
-         "blocks of %ld, seed %llu, weights from %s, on %s\n",
-         model, layer, cfg.compress_ratio, index ? ", index build" : "", tp, rows, reqs, ctx, block, seed,
+         "blocks of %ld, %s, seed %llu, weights from %s, on %s\n",
+         model, layer, cfg.compress_ratio, index ? ", index build" : "", tp, rows, reqs, ctx, block, arch_word, seed,
          ckpt ? ckpt : "the generator", hm_runtime_describe(rt));
   const uint32_t S = (uint32_t)rows, D = cfg.hidden, Q = cfg.q_lora, T = (uint32_t)tp;
   int rc = 2, pass = 1;

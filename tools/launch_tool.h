@@ -25,13 +25,13 @@ hm_arch launch_tool_arch(const char *word);
  * refusal's exit code with the reason printed. gfx950: 0. */
 int launch_tool_arch_shape(cli *c, hm_arch arch, long tp, long rows);
 
-/* --arch on a command that runs K1 or K2 (k1, layer, model): gfx942 refused, those kernels are not
- * written for it yet (issue 13; their bind refuses a gfx942 agent, spec/mono.md §5.1.2). 0, or the
- * refusal's exit code. */
+/* --arch on a command that runs K2 (layer, model; and bench k1, not wired for gfx942 yet): gfx942
+ * refused, K2 is not written for it yet (issue 13; its bind refuses a gfx942 agent, spec/mono.md
+ * §5.1.2). 0, or the refusal's exit code. */
 int launch_tool_arch_k12(cli *c, const char *arch);
 /* the usage's line for it */
 #define LAUNCH_TOOL_ARCH_K12_HELP \
-  "--arch gfx950 (the default); gfx942 is refused: K1 and K2 are not written for it yet (ffn --arch gfx942 runs).\n"
+  "--arch gfx950 (the default); gfx942 is refused: K2 is not written for it yet (check ffn|k1 --arch gfx942 run).\n"
 
 /* Before the runtime opens: the software agent made the architecture asked for where the user has
  * not set HSAMONO_SIM_ARCH (a GPU's runtime does not read it). */

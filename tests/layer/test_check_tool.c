@@ -372,16 +372,28 @@ START_TEST(ffn_harness_gfx942) {
        "hsa-mono-check ffn: --tp 2: --arch gfx942 is TP 4 only (spec/mono.md §5.1.3)\n"},
       {NULL, "ffn --config tiny --tp 4 --rows 43 --arch gfx942",
        "hsa-mono-check ffn: --rows 43: --arch gfx942 takes at most 42 rows (spec/mono.md §5.3.1)\n"},
-      {NULL, "k1 --config tiny --tp 4 --rows 2 --ratio 2 --arch gfx942",
-       "hsa-mono-check k1: --arch gfx942: K1 and K2 are not written for gfx942 yet (issue 13); only the FFN "
-       "launch runs there (ffn --arch gfx942)\n"},
+      {NULL, "k1 --config tiny --tp 4 --rows 43 --ratio 2 --arch gfx942",
+       "hsa-mono-check k1: --rows 43: --arch gfx942 takes at most 42 rows (spec/mono.md §5.3.1)\n"},
       {NULL, "layer --config tiny --layer 3 --tp 4 --rows 2 --arch gfx942",
-       "hsa-mono-check layer: --arch gfx942: K1 and K2 are not written for gfx942 yet (issue 13)"},
+       "hsa-mono-check layer: --arch gfx942: K2 is not written for gfx942 yet (issue 13)"},
       /* the user's HSAMONO_SIM_ARCH kept, and named as the conflict */
       {"HSAMONO_SIM_ARCH=gfx950", "ffn --config tiny --tp 4 --rows 7 --arch gfx942",
        "hsa-mono-check ffn: --arch gfx942: agent 0 is a gfx950 (the software agent as HSAMONO_SIM_ARCH=gfx950 "
        "makes it: unset it or set it to gfx942)\n"},
   };
+  /* K1 on gfx942 (a REUSE layer's records and key table), against the reference's gfx942 mode:
+   * every figure exact, as test k1_942 finds it */
+  ck_assert_msg(run_sim_env(NULL, "k1 --config tiny --tp 4 --rows 2 --ratio 2 --arch gfx942", &out) == 0, "k1: %s",
+                out);
+  ck_assert_msg(strstr(out, ", gfx942, seed 1,") && strstr(out, "4 x gfx942"), "k1: not on gfx942: %s", out);
+  ck_assert_msg(strstr(out, "records  differ 0 of") && strstr(out, "kt       differ 0 of") && strstr(out, "\nPASS\n"),
+                "k1: %s", out);
+  for (unsigned r = 1; r < 4; r++) {
+    char held[40];
+    snprintf(held, sizeof held, "rank %u: holds rank 0's bits", r);
+    ck_assert_ptr_nonnull(strstr(out, held));
+  }
+  free(out);
   for (unsigned i = 0; i < sizeof bad / sizeof *bad; i++) {
     ck_assert_msg(run_sim_env(bad[i].env, bad[i].args, &out) == 2, "%s: not exit status 2", bad[i].args);
     ck_assert_msg(strstr(out, bad[i].says) != NULL, "%s: the reason is not \"%s\"", bad[i].args, bad[i].says);
