@@ -40,7 +40,8 @@ static void usage(FILE *f) {
           "inputs, and the fp32 reference on the same; prints per output (x, res, post, comb, pre) the\n"
           "max-abs and relative error and the cosine against the reference, checks that every rank holds the\n"
           "same bits, and exits 1 past tolerance (2 on misuse or a run that could not be done). On the software agent the\n"
-          "grid is 8 CTAs a rank (CPU threads), on a GPU one CTA a CU; --ctas G sets another.\n"
+          "grid is 8 CTAs a rank (CPU threads), on a GPU one CTA a CU; --ctas G sets another. A run with fewer\n"
+          "experts or another top-k than the layer's (--experts, --topk) says so on every line ([REDUCED: ...]).\n"
           "--ckpt PATH takes the weights from a DeepSeek-V4.1 safetensors checkpoint (a directory of shards;\n"
           "with --experts E its first E experts). Either way the group builds the ranks' FFN weights one at a\n"
           "time, keeping on the host only what its device copies leave, and the reference builds each rank's\n"
@@ -111,9 +112,15 @@ int check_ffn(int argc, char **argv) {
   }
   src = ck ? hm_ckpt_source(ck) : hm_gen_source(&gen);
   const hm_build_opts bo = {.parts = HM_WPART_FFN, .source_experts = ck ? named.experts : 0, .arch = arch};
-  printf("hsa-mono-check ffn: %s layer %ld, %u experts top-%u, TP%ld, %ld rows, %s, seed %llu, weights from %s, on %s\n",
-         model, layer, cfg.experts, cfg.topk, tp, rows, arch_word, seed, ckpt ? ckpt : "the generator",
-         hm_runtime_describe(rt));
+  /* a run with fewer experts or another top-k than the layer's says so on every line (issue 18) */
+  char note[80];
+  snprintf(note, sizeof note, "  [REDUCED: %u of %u experts, top-%u of %u]", cfg.experts, named.experts, cfg.topk,
+           named.topk);
+  if (reduced) check_note(note);
+  printf("hsa-mono-check ffn: %s layer %ld, %u experts top-%u%s, TP%ld, %ld rows, %s, seed %llu, weights from %s, on "
+         "%s\n",
+         model, layer, cfg.experts, cfg.topk, reduced ? " (REDUCED)" : "", tp, rows, arch_word, seed,
+         ckpt ? ckpt : "the generator", hm_runtime_describe(rt));
   const uint32_t S = (uint32_t)rows, D = cfg.hidden, T = (uint32_t)tp;
   int rc = 2, pass = 1;
   hm_ffn_group *g = NULL;
@@ -162,16 +169,17 @@ int check_ffn(int argc, char **argv) {
                         hm_tset_data(&ref, "out.pre", HM_DT_F32, (uint64_t)S * 4)};
   const float *mine[5] = {out[0].x, out[0].res, out[0].post, out[0].comb, out[0].pre};
   const uint64_t n[5] = {(uint64_t)S * D, (uint64_t)S * 4 * D, (uint64_t)S * 4, (uint64_t)S * 16, (uint64_t)S * 4};
-  printf("rank 0 against the reference%s:\n", arch == HM_ARCH_GFX942 ? " (its gfx942 mode)" : "");
+  printf("rank 0 against the reference%s:%s\n", arch == HM_ARCH_GFX942 ? " (its gfx942 mode)" : "",
+         reduced ? note : "");
   for (int i = 0; i < 5; i++) pass &= rv[i] && check_compare(tols[i].name, mine[i], rv[i], n[i], tols[i].rel, tols[i].cos);
   for (uint32_t r = 1; r < T; r++) {
     int same = !memcmp(out[r].x, out[0].x, sizeof(float) * S * D) &&
                !memcmp(out[r].res, out[0].res, sizeof(float) * S * 4 * D);
-    printf("  rank %u: %s rank 0's bits\n", r, same ? "holds" : "DOES NOT hold");
+    printf("  rank %u: %s rank 0's bits%s\n", r, same ? "holds" : "DOES NOT hold", reduced ? note : "");
     pass &= same;
   }
   rc = pass ? 0 : 1;
-  printf("%s\n", pass ? "PASS" : "FAIL");
+  printf("%s%s\n", pass ? "PASS" : "FAIL", reduced ? note : "");
 done:
   if (rc == 2) fprintf(stderr, "hsa-mono-check ffn: %s\n", hm_errmsg());
   hm_ffn_group_destroy(g);

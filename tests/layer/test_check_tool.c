@@ -524,8 +524,8 @@ END_TEST
 /* `ffn --ckpt DIR` and `k1 --ckpt DIR` (issue 18 item 2): the groups build the ranks' weights from the
  * checkpoint one at a time, the reference each rank's in turn; on the generator's checkpoint of the
  * layer the figures are the generator run's line for line (ffn reduced to 16 of its experts: the
- * generator's elements do not depend on the expert count), each header names where the weights came
- * from. */
+ * generator's elements do not depend on the expert count, and every line says the run is reduced),
+ * each header names where the weights came from. */
 START_TEST(launches_from_checkpoint) {
   snprintf(dir, sizeof dir, "/tmp/hm_check_tool_XXXXXX");
   ck_assert_ptr_nonnull(mkdtemp(dir));
@@ -543,7 +543,21 @@ START_TEST(launches_from_checkpoint) {
     ck_assert_msg(strstr(a, from) != NULL, "%s: the header does not name the checkpoint", runs[i]);
     ck_assert_ptr_nonnull(strstr(b, "weights from the generator,"));
     ck_assert_str_eq(after(a, "rank 0 against the reference"), after(b, "rank 0 against the reference"));
-    ck_assert_ptr_nonnull(strstr(a, "\nPASS\n"));
+    ck_assert_ptr_nonnull(strstr(a, i == 0 ? "\nPASS  [REDUCED" : "\nPASS\n"));
+    /* ffn's reduced run says so in its header and on every line after it (issue 18 item 1) */
+    if (i == 0) {
+      ck_assert_ptr_nonnull(strstr(a, "16 experts top-6 (REDUCED)"));
+      unsigned lines = 0;
+      for (const char *l = strstr(a, "rank 0 against the reference"); l && *l; lines++) {
+        const char *end = strchr(l, '\n');
+        size_t n = end ? (size_t)(end - l) : strlen(l);
+        static const char note[] = "  [REDUCED: 16 of 64 experts, top-6 of 6]";
+        ck_assert_msg(n >= sizeof note - 1 && !memcmp(l + n - (sizeof note - 1), note, sizeof note - 1),
+                      "a line of the reduced run does not say so: %.*s", (int)n, l);
+        l = end ? end + 1 : l + n;
+      }
+      ck_assert_uint_ge(lines, 8); /* the heading, 5 outputs, rank 1, PASS */
+    }
     free(a), free(b);
   }
   char rm[300];
