@@ -62,7 +62,7 @@ int launch_tool_arch_shape(cli *c, hm_arch arch, long tp, long rows) {
 int launch_tool_arch_k12(cli *c, const char *arch) {
   if (strcmp(arch, "gfx942")) return 0;
   return cli_refuse(c, "--arch gfx942: K2 is not written for gfx942 yet (issue 13); the FFN launch and K1 run "
-                       "there (hsa-mono-check ffn|k1 --arch gfx942)");
+                       "there (ffn|k1 --arch gfx942)");
 }
 
 void launch_tool_arch_select(hm_arch arch) {

@@ -25,7 +25,7 @@ hm_arch launch_tool_arch(const char *word);
  * refusal's exit code with the reason printed. gfx950: 0. */
 int launch_tool_arch_shape(cli *c, hm_arch arch, long tp, long rows);
 
-/* --arch on a command that runs K2 (layer, model; and bench k1, not wired for gfx942 yet): gfx942
+/* --arch on a command that runs K2 (layer, model): gfx942
  * refused, K2 is not written for it yet (issue 13; its bind refuses a gfx942 agent, spec/mono.md
  * §5.1.2). 0, or the refusal's exit code. */
 int launch_tool_arch_k12(cli *c, const char *arch);

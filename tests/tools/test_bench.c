@@ -154,6 +154,38 @@ START_TEST(k1_table) {
 }
 END_TEST
 
+/* `k1 --arch gfx942` (issue 13 item 4): K1 on gfx942 agents the bench made (HSAMONO_SIM_ARCH unset)
+ * with the gfx942 copies; the header and the row name the arch, the floor is the bytes at MI300X's
+ * 5.3 TB/s peak and 4.2 measured; 43 rows and TP 2 refused as misuse. */
+START_TEST(k1_table_gfx942) {
+  char *out;
+  ck_assert_int_eq(
+      run_bench("env -u HSAMONO_SIM_ARCH HSAMONO_RUNTIME=sim", "k1 --config tiny --rows 6 --steps 1 --arch gfx942", &out),
+      0);
+  ck_assert_ptr_nonnull(strstr(out, "TP4, gfx942 (MI300X, HBM 5.3 TB/s peak)"));
+  ck_assert_ptr_nonnull(strstr(out, "floor_us@5.3 floor_us@4.2"));
+  unsigned seen = 0;
+  for (char *l = strtok(out, "\n"); l; l = strtok(NULL, "\n")) {
+    unsigned rows;
+    double us, bytes, f53, f42, x;
+    if (sscanf(l, " %u %lf %lf %lf %lf %lf", &rows, &us, &bytes, &f53, &f42, &x) != 6) continue;
+    ck_assert_ptr_nonnull(strstr(l, " gfx942  (software agent: CPU time)"));
+    ck_assert_uint_eq(rows, 6);
+    ck_assert_msg(bytes > 1e6 && us > 0, "%s", l);
+    ck_assert_msg(fabs(f53 - bytes / 5.3e6) <= 0.006 && fabs(f42 - bytes / 4.2e6) <= 0.006, "%s", l);
+    seen++;
+  }
+  ck_assert_uint_eq(seen, 1);
+  free(out);
+  ck_assert_int_eq(run_bench(NULL, "k1 --rows 43 --arch gfx942", &out), 2);
+  ck_assert_ptr_nonnull(strstr(out, "--rows 43: --arch gfx942 takes at most 42 rows"));
+  free(out);
+  ck_assert_int_eq(run_bench(NULL, "k1 --tp 2 --arch gfx942", &out), 2);
+  ck_assert_ptr_nonnull(strstr(out, "--tp 2: --arch gfx942 is TP 4 only"));
+  free(out);
+}
+END_TEST
+
 START_TEST(k1_bad_usage) {
   char *out;
   ck_assert_int_eq(run_bench(NULL, "k1 --tp 3", &out), 2);
@@ -410,6 +442,7 @@ Suite *hm_test_suite(void) {
   tcase_add_test(tc, ffn_table_gfx942);
   tcase_add_test(tc, ffn_arch_mismatch);
   tcase_add_test(tc, k1_table);
+  tcase_add_test(tc, k1_table_gfx942);
   tcase_add_test(tc, k1_bad_usage);
   tcase_add_test(tc, layer_table);
   tcase_add_test(tc, model_table);

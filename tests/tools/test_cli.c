@@ -124,7 +124,7 @@ static const struct bad bad[] = {
     {'b', "ffn --tp 2 --arch gfx942", "--tp 2: --arch gfx942 is TP 4 only"},
     {'b', "ffn --rows 1,43 --arch gfx942", "--rows 43: --arch gfx942 takes at most 42 rows"},
     {'b', "ffn --arch mi300", "--arch 'mi300'"},
-    {'b', "k1 --arch gfx942", "--arch gfx942: K2 is not written for gfx942"},
+    {'b', "k1 --rows 1,43 --arch gfx942", "--rows 43: --arch gfx942 takes at most 42 rows"},
     {'b', "layer --arch gfx942", "--arch gfx942: K2 is not written for gfx942"},
     {'b', "model --arch gfx942", "--arch gfx942: K2 is not written for gfx942"},
     /* hsa-mono-bench ffn, k1, layer, model */

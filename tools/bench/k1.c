@@ -29,7 +29,9 @@ static void usage(FILE *f) {
           "the floor those bytes take at MI355X's 8.0 TB/s peak (7.2 TB/s measured). On the software\n"
           "agent its times are CPU times, printed for the record, not GPU figures, and its grid is 8 CTAs\n"
           "a rank (--ctas G: another grid; a GPU's default is one CTA a CU).\n" BENCH_TL_HELP
-          LAUNCH_TOOL_ARCH_K12_HELP);
+          "--arch gfx942 (MI300X/MI325X): the gfx942 weight copies on gfx942 agents (the software agent made one\n"
+          "unless HSAMONO_SIM_ARCH says otherwise), TP 4 and at most 42 rows, the floor at MI300X's 5.3 TB/s\n"
+          "peak (4.2 measured). Default gfx950.\n");
 }
 
 int bench_k1(int argc, char **argv) {
@@ -63,30 +65,46 @@ int bench_k1(int argc, char **argv) {
     }
   }
   if (cli_end(&c, argc, argv)) return CLI_EXIT_MISUSE;
-  if (launch_tool_arch_k12(&c, arch_word)) return CLI_EXIT_MISUSE;
+  const hm_arch arch = launch_tool_arch(arch_word);
+  uint32_t most = 0;
+  for (unsigned i = 0; i < nrows; i++) most = rows[i] > most ? rows[i] : most;
+  if (launch_tool_arch_shape(&c, arch, tp, most)) return CLI_EXIT_MISUSE;
   hm_layer_config cfg;
   if (hm_config_by_name(model, (int32_t)layer, &cfg) != HM_OK) return cli_refuse(&c, "%s", hm_errmsg());
+  launch_tool_arch_select(arch);
   hm_runtime *rt = bench_open();
+  if (launch_tool_arch_agents(c.prog, rt, (uint32_t)tp, arch)) {
+    hm_runtime_close(rt);
+    return CLI_EXIT_NOT_RUN;
+  }
+  /* the part's HBM: the floor a step's bytes are set against */
+  const bool mi300 = arch == HM_ARCH_GFX942;
+  const double peak = mi300 ? BENCH_HBM_PEAK_GFX942 : BENCH_HBM_PEAK;
+  const double real = mi300 ? BENCH_HBM_REAL_GFX942 : BENCH_HBM_REAL;
   const bool sim = hm_runtime_is_sim(rt);
   if (!steps) steps = sim ? 2 : 100;
-  printf("# K1 (attention seam + front): %s layer %ld, hidden %u, %u heads, q_lora %u, ratio %u%s, TP%ld, %ld steps "
-         "a width\n",
+  printf("# K1 (attention seam + front): %s layer %ld, hidden %u, %u heads, q_lora %u, ratio %u%s, TP%ld, %s (%s, "
+         "HBM %.1f TB/s peak), %ld steps a width\n",
          model, layer, cfg.hidden, cfg.heads, cfg.q_lora, cfg.compress_ratio,
-         hm_config_has(&cfg, HM_ROLE_INDEX_SOURCE) ? " (index build)" : "", tp, steps);
+         hm_config_has(&cfg, HM_ROLE_INDEX_SOURCE) ? " (index build)" : "", tp, arch_word, mi300 ? "MI300X" : "MI355X",
+         peak / 1e12, steps);
   hm_layer_weights w[4];
   int rc = CLI_EXIT_NOT_RUN;
   uint32_t built = 0;
   hm_k1_group *g = NULL;
   bench_tl *tl = NULL;
   if (tlpath && !(tl = bench_tl_new(tlpath))) goto fail;
-  if (launch_tool_weights(&cfg, (uint32_t)tp, seed, HM_WPART_ATTN, HM_ARCH_GFX950, w) != HM_OK) goto fail;
+  if (launch_tool_weights(&cfg, (uint32_t)tp, seed, HM_WPART_ATTN, arch, w) != HM_OK) goto fail;
   built = (uint32_t)tp;
   hm_k1_config kc = {0};
   launch_tool_grid(rt, ctas, &kc.min_cus, &kc.ctas);
   kc.timeline = tl != NULL;
   if (hm_k1_group_create(rt, w, (uint32_t)tp, &kc, &g) != HM_OK) goto fail;
   printf("# grid %u CTAs x 512 work-items a rank\n", hm_k1_grid(hm_k1_group_rank(g, 0)));
-  printf("%6s %12s %12s %12s %12s %9s\n", "rows", "us/step", "bytes/rank", "floor_us@8.0", "floor_us@7.2", "x_floor");
+  char fpeak[24], freal[24];
+  snprintf(fpeak, sizeof fpeak, "floor_us@%.1f", peak / 1e12);
+  snprintf(freal, sizeof freal, "floor_us@%.1f", real / 1e12);
+  printf("%6s %12s %12s %12s %12s %9s\n", "rows", "us/step", "bytes/rank", fpeak, freal, "x_floor");
   for (unsigned i = 0; i < nrows; i++) {
     const uint32_t S = rows[i];
     hm_gen_step step;
@@ -106,9 +124,9 @@ int bench_k1(int argc, char **argv) {
     }
     if (st) goto fail;
     uint64_t bytes = hm_k1_step_bytes(hm_k1_group_rank(g, 0), S);
-    double f8 = (double)bytes / BENCH_HBM_PEAK * 1e6, f7 = (double)bytes / BENCH_HBM_REAL * 1e6;
-    printf("%6u %12.1f %12llu %12.2f %12.2f %9.1f%s\n", S, ns / 1e3, (unsigned long long)bytes, f8, f7,
-           ns / 1e3 / f8, sim ? "  (software agent: CPU time)" : "");
+    double f8 = (double)bytes / peak * 1e6, f7 = (double)bytes / real * 1e6;
+    printf("%6u %12.1f %12llu %12.2f %12.2f %9.1f  %s%s\n", S, ns / 1e3, (unsigned long long)bytes, f8, f7,
+           ns / 1e3 / f8, arch_word, sim ? "  (software agent: CPU time)" : "");
   }
   rc = tl && bench_tl_write(tl, "hsa-mono-bench k1") ? CLI_EXIT_NOT_RUN : 0;
   goto done;
