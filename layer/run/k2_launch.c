@@ -2,6 +2,7 @@
  * mode, the checks of a step's back, the back's arguments, a step, a recorded step, the numbers. */
 #include <inttypes.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ffn_internal.h"
@@ -28,6 +29,18 @@ static hm_status check_cache(const char *name, const hm_k1_cache *c) {
   return HM_OK;
 }
 
+/* The combine's inverse RoPE reads row positions[t] of cos_sin: the one index K2 follows that K1
+ * or keylist did not check for it (positions is host-visible, so it is read here). */
+static hm_status check_positions(const hm_k2 *k, const int64_t *positions, uint32_t rows, const char *who) {
+  for (uint32_t t = 0; t < rows; t++) {
+    const int64_t pos = positions[t];
+    if (pos < 0 || pos >= (int64_t)k->rope_rows)
+      return hm_fail(HM_ERR_INVALID_ARG, "%s: row %u: position %" PRId64 " is outside the RoPE table's %u rows", who, t,
+                     pos, k->rope_rows);
+  }
+  return HM_OK;
+}
+
 /* hm_k2_accepts; hold (a record's chain, else NULL): the checked tensors are held by it */
 static hm_status k2_accepts(const hm_k2 *k, const hm_k2_io *io, hm_chain *hold) {
   if (!k || !io) return hm_fail(HM_ERR_INVALID_ARG, "K2 step: NULL argument");
@@ -51,16 +64,21 @@ static hm_status k2_accepts(const hm_k2 *k, const hm_k2_io *io, hm_chain *hold) 
   if ((s = check_cache("SWA", &io->swa))) return s;
   if (comp && (s = check_cache("compressed", &io->comp))) return s;
   if (hold && (s = hm_chain_hold(hold, t, comp ? 6 : 5))) return s;
-  /* the combine's inverse RoPE reads row positions[t] of cos_sin: the one index K2 follows that
-   * K1 or keylist did not check for it (positions is host-visible, so it is read here) */
-  for (uint32_t t = 0; t < io->ffn.rows; t++) {
-    const int64_t pos = io->positions[t];
-    if (pos < 0 || pos >= (int64_t)k->rope_rows)
-      return hm_fail(HM_ERR_INVALID_ARG, "K2 step: row %u: position %" PRId64 " is outside the RoPE table's %u rows", t,
-                     pos, k->rope_rows);
-  }
-  return HM_OK;
+  return check_positions(k, io->positions, io->ffn.rows, "K2 step");
 }
+
+/* A recorded step's positions checked again before each replay: a replay reads the same host
+ * array, which the caller rewrites between replays (the next decode step's positions). */
+struct replay_positions {
+  const hm_k2 *k;
+  const int64_t *positions;
+  uint32_t rows;
+};
+static hm_status replay_positions_check(void *ctx) {
+  const struct replay_positions *r = ctx;
+  return check_positions(r->k, r->positions, r->rows, "K2 replay");
+}
+static const hm_chain_hooks replay_positions_hooks = {.replay = replay_positions_check, .release = free};
 
 hm_status hm_k2_accepts(const hm_k2 *k, const hm_k2_io *io) { return k2_accepts(k, io, NULL); }
 
@@ -114,8 +132,14 @@ hm_status hm_k2_record(hm_k2 *k, hm_chain *c, const hm_k2_io *io) {
   if ((s = hm_ffn_check_mode(k, FFN_MODE_K2, "hm_k2_record", "hm_ffn_record")) || (s = hm_k2_accepts(k, io)) ||
       (s = hm_ffn_append(k, c, FFN_STEP_K2, io->ffn.rows, fill_k2, io)))
     return s;
-  /* every replay reads and writes the step's tensors again: the chain holds them */
-  return k2_accepts(k, io, c);
+  /* every replay reads and writes the step's tensors again: the chain holds them, and checks the
+   * positions before each replay as a step does */
+  if ((s = k2_accepts(k, io, c))) return s;
+  struct replay_positions *r = malloc(sizeof *r);
+  if (!r) return hm_fail(HM_ERR_NO_MEMORY, "K2 record");
+  *r = (struct replay_positions){k, io->positions, io->ffn.rows};
+  if ((s = hm_chain_watch(c, &replay_positions_hooks, r, r))) free(r);
+  return s;
 }
 
 /* ---------------------------------------------------------------- for K1, tools and tests */

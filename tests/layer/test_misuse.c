@@ -719,6 +719,30 @@ START_TEST(replay_rechecks_metadata) {
 }
 END_TEST
 
+/* The same for a recorded K2 step's positions (the combine's RoPE rows): a position past the
+ * table is refused before the replay, naming the row, and the group learns why (a K2 replay on
+ * one rank would leave its peer waiting for its pushes). */
+START_TEST(replay_rechecks_positions_k2) {
+  world W;
+  world_open(&W);
+  kind k;
+  make_kind(&W, "K2", &k);
+  ck_assert_msg(k.record(&W, k.io) == HM_OK, "%s", hm_errmsg());
+  int64_t *pos = (int64_t *)k2_io.positions;
+  pos[1] = (int64_t)1 << 40;
+  hm_status s = hm_chain_replay(W.c);
+  ck_assert_msg(s == HM_ERR_INVALID_ARG && strstr(hm_errmsg(), "K2 replay: row 1: position 1099511627776"), "%s: %s",
+                hm_status_name(s), hm_errmsg());
+  ck_assert_int_eq(hm_queue_wait_idle(W.q, 10000000000ull), HM_OK); /* nothing was launched */
+  s = hm_heap_check(hm_layer_group_heap(W.g, 0));
+  ck_assert_msg(s == HM_ERR_PEER && strstr(hm_errmsg(), "K2 replay: row 1"), "the group was not told: %s: %s",
+                hm_status_name(s), hm_errmsg());
+  hm_chain_destroy(W.c), W.c = NULL;
+  free_good(&W, &k);
+  world_close(&W);
+}
+END_TEST
+
 /* A layer's K1 and K2 are its own: destroying one directly is refused, the layer still works. */
 START_TEST(layer_parts_owned) {
   base B;
@@ -748,6 +772,7 @@ Suite *hm_test_suite(void) {
       {"layer_parts_owned", layer_parts_owned},
       {"recorded_tensors_held", recorded_tensors_held},
       {"replay_rechecks_metadata", replay_rechecks_metadata},
+      {"replay_rechecks_positions_k2", replay_rechecks_positions_k2},
   };
   return TL_SUITE("misuse", tests, 600);
 }
