@@ -102,16 +102,13 @@ int check_ffn(int argc, char **argv) {
   }
   /* the weights' source: the seeded generator, or a checkpoint (a reduced run reads its first
    * cfg.experts of the named layer's) */
-  hm_gen gen;
-  hm_ckpt *ck = NULL;
-  hm_source src;
-  if (ckpt ? hm_ckpt_open(ckpt, &ck) : hm_gen_init(&gen, &cfg, seed)) {
+  launch_tool_source ws;
+  if (launch_tool_source_open(&ws, ckpt, &cfg, seed) != HM_OK) {
     fprintf(stderr, "hsa-mono-check ffn: %s\n", hm_errmsg());
     hm_runtime_close(rt);
     return 2;
   }
-  src = ck ? hm_ckpt_source(ck) : hm_gen_source(&gen);
-  const hm_build_opts bo = {.parts = HM_WPART_FFN, .source_experts = ck ? named.experts : 0, .arch = arch};
+  const hm_build_opts bo = {.parts = HM_WPART_FFN, .source_experts = ws.ck ? named.experts : 0, .arch = arch};
   /* a run with fewer experts or another top-k than the layer's says so on every line (issue 18) */
   char note[80];
   snprintf(note, sizeof note, "  [REDUCED: %u of %u experts, top-%u of %u]", cfg.experts, named.experts, cfg.topk,
@@ -157,10 +154,10 @@ int check_ffn(int argc, char **argv) {
   }
   hm_ffn_config fc = ffn_tool_launch(rt, reduced, ctas);
   /* the group builds, uploads and trims one rank's weights at a time; the reference builds each again */
-  if (hm_ffn_group_create_source(rt, &cfg, T, &src, &bo, &fc, &g) != HM_OK ||
+  if (hm_ffn_group_create_source(rt, &cfg, T, &ws.src, &bo, &fc, &g) != HM_OK ||
       hm_ffn_group_step(g, &in, 1, out, NULL) != HM_OK)
     goto done;
-  if (hm_ref_ffn_launch_source(&cfg, T, &src, &bo, S, in.parts, res, post, comb, pre, &ref) != HM_OK) goto done;
+  if (hm_ref_ffn_launch_source(&cfg, T, &ws.src, &bo, S, in.parts, res, post, comb, pre, &ref) != HM_OK) goto done;
   rc = 0;
   const float *rv[5] = {hm_tset_data(&ref, "out.x", HM_DT_F32, (uint64_t)S * D),
                         hm_tset_data(&ref, "out.res", HM_DT_F32, (uint64_t)S * 4 * D),
@@ -186,8 +183,7 @@ done:
   for (uint32_t r = 0; r < T && r < 4; r++) free(out[r].post), free(out[r].comb), free(out[r].pre);
   for (unsigned i = 0; i < sizeof buf / sizeof *buf; i++) free(buf[i]);
   hm_tset_free(&ref);
-  if (ck) hm_ckpt_close(ck);
-  else hm_gen_free(&gen);
+  launch_tool_source_close(&ws);
   hm_runtime_close(rt);
   return rc;
 }

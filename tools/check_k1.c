@@ -127,16 +127,13 @@ int check_k1(int argc, char **argv) {
     return CLI_EXIT_NOT_RUN;
   }
   /* the weights' source: the seeded generator, or a checkpoint */
-  hm_gen gen;
-  hm_ckpt *ck = NULL;
-  hm_source src;
+  launch_tool_source ws;
   hm_rank_dims dims;
-  if ((ckpt ? hm_ckpt_open(ckpt, &ck) : hm_gen_init(&gen, &cfg, seed)) != HM_OK) {
+  if (launch_tool_source_open(&ws, ckpt, &cfg, seed) != HM_OK) {
     fprintf(stderr, "hsa-mono-check k1: %s\n", hm_errmsg());
     hm_runtime_close(rt);
     return 2;
   }
-  src = ck ? hm_ckpt_source(ck) : hm_gen_source(&gen);
   const hm_build_opts bo = {.parts = HM_WPART_ATTN, .arch = arch};
   const bool index = hm_config_has(&cfg, HM_ROLE_INDEX_SOURCE);
   printf("hsa-mono-check k1: %s layer %ld (ratio %u%s), TP%ld, %ld rows in %ld requests at context %ld, SWA "
@@ -177,7 +174,7 @@ int check_k1(int argc, char **argv) {
   hm_k1_config kc = {0};
   launch_tool_grid(rt, ctas, &kc.min_cus, &kc.ctas);
   /* the group builds, uploads and trims one rank's weights at a time; the reference builds each again */
-  if (hm_k1_group_create_source(rt, &cfg, T, &src, &bo, &kc, &g) != HM_OK ||
+  if (hm_k1_group_create_source(rt, &cfg, T, &ws.src, &bo, &kc, &g) != HM_OK ||
       hm_k1_group_step(g, &step.in, 1, out, NULL) != HM_OK)
     goto done;
   if (hm_k1_index_build(hm_k1_group_rank(g, 0)) != index) {
@@ -185,7 +182,7 @@ int check_k1(int argc, char **argv) {
     goto done;
   }
   hm_ref_k1_in rin = {S, refs.in.settled ? NULL : refs.x, refs.res, refs.post, refs.comb, refs.pre, &refs.in};
-  if (hm_ref_k1_source(&cfg, T, &src, &bo, &rin, index, &ref) != HM_OK) goto done;
+  if (hm_ref_k1_source(&cfg, T, &ws.src, &bo, &rin, index, &ref) != HM_OK) goto done;
   /* the key table: K1's own, or on an index-source layer the keylist launch's on the generated
    * top-k (the select step's stand-in) against the reference's table of the same */
   const bool keys = !index || cfg.compress_ratio;
@@ -280,8 +277,7 @@ done:
   free(before), free(mask), free(kt_want), free(klen_want);
   hm_tset_free(&ref);
   hm_gen_step_free(&step), hm_gen_step_free(&refs);
-  if (ck) hm_ckpt_close(ck);
-  else hm_gen_free(&gen);
+  launch_tool_source_close(&ws);
   hm_runtime_close(rt);
   return rc;
 }

@@ -6,6 +6,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hm_safetensors.h"
+
+hm_status launch_tool_source_open(launch_tool_source *s, const char *ckpt, const hm_layer_config *cfg, uint64_t seed) {
+  s->ck = NULL;
+  hm_status st = ckpt ? hm_ckpt_open(ckpt, &s->ck) : hm_gen_init(&s->gen, cfg, seed);
+  if (st == HM_OK) s->src = s->ck ? hm_ckpt_source(s->ck) : hm_gen_source(&s->gen);
+  return st;
+}
+
+void launch_tool_source_close(launch_tool_source *s) {
+  if (s->ck) hm_ckpt_close(s->ck);
+  else hm_gen_free(&s->gen);
+}
+
 hm_status launch_tool_weights(const hm_layer_config *cfg, uint32_t tp, uint64_t seed, uint32_t parts, hm_arch arch,
                               hm_layer_weights *w) {
   hm_gen gen;

@@ -13,6 +13,16 @@
 /* Ranks 0..tp-1 of layer cfg's weights (HM_WPART_* parts) from the seeded generator into w[], the
  * layouts of `arch` (gfx942: its own copies, spec/mono.md §4.4). On failure nothing is left
  * allocated and hm_errmsg says why. */
+/* The weights' source of a check: the seeded generator of cfg, or the checkpoint at ckpt (not NULL).
+ * open: HM_OK with s->src set, or the error with nothing left open; close frees what open made. */
+typedef struct launch_tool_source {
+  hm_gen gen;
+  struct hm_ckpt *ck; /* NULL: the generator */
+  hm_source src;
+} launch_tool_source;
+hm_status launch_tool_source_open(launch_tool_source *s, const char *ckpt, const hm_layer_config *cfg, uint64_t seed);
+void launch_tool_source_close(launch_tool_source *s);
+
 hm_status launch_tool_weights(const hm_layer_config *cfg, uint32_t tp, uint64_t seed, uint32_t parts, hm_arch arch,
                               hm_layer_weights *w);
 

@@ -9,6 +9,7 @@
 #include "../cli.h"
 #include "hm_config.h"
 #include "hm_hsa.h"
+#include "hm_weights.h"
 
 /* MI355X (spec/performance.md): 8.0 TB/s peak HBM, ~7.2 TB/s measured streaming: the floors the
  * launch benches set a step's bytes against */
@@ -18,6 +19,17 @@
  * range, as 7.2 is MI355X's); issue 13's goal is 1.5x of the peak's floor */
 #define BENCH_HBM_PEAK_GFX942 5.3e12
 #define BENCH_HBM_REAL_GFX942 4.2e12
+
+/* The part an arch's launches are set against: its name and HBM floors (B/s), one place for both
+ * launch benches that take --arch. */
+typedef struct bench_part {
+  const char *name;
+  double peak, real;
+} bench_part;
+static inline bench_part bench_part_of(hm_arch arch) {
+  return arch == HM_ARCH_GFX942 ? (bench_part){"MI300X", BENCH_HBM_PEAK_GFX942, BENCH_HBM_REAL_GFX942}
+                                : (bench_part){"MI355X", BENCH_HBM_PEAK, BENCH_HBM_REAL};
+}
 
 /* One subcommand: name, one-line summary, and its main (argv[0] is the subcommand's name). */
 struct bench_cmd {

@@ -83,9 +83,8 @@ int bench_ffn(int argc, char **argv) {
     return CLI_EXIT_NOT_RUN;
   }
   /* the part's HBM: the floor a step's bytes are set against */
-  const bool mi300 = arch == HM_ARCH_GFX942;
-  const double peak = mi300 ? BENCH_HBM_PEAK_GFX942 : BENCH_HBM_PEAK;
-  const double real = mi300 ? BENCH_HBM_REAL_GFX942 : BENCH_HBM_REAL;
+  const bench_part part = bench_part_of(arch);
+  const double peak = part.peak, real = part.real;
   if (!steps) steps = hm_runtime_is_sim(rt) ? 2 : 100;
   /* the software agent's default: 32 experts of V4.1-Flash's 384, so a step takes seconds */
   if (experts < 0) experts = hm_runtime_is_sim(rt) && !strcmp(model, "v41-flash") ? 32 : 0;
@@ -97,7 +96,7 @@ int bench_ffn(int argc, char **argv) {
   printf("# FFN launch: %s layer %ld, hidden %u, %u experts top-%u%s, TP%ld, %s (%s, HBM %.1f TB/s peak), %ld steps a "
          "width\n",
          model, layer, cfg.hidden, cfg.experts, cfg.topk, reduced ? " (REDUCED expert count)" : "", tp, arch_word,
-         mi300 ? "MI300X" : "MI355X", peak / 1e12, steps);
+         part.name, peak / 1e12, steps);
   hm_layer_weights w[4];
   int rc = CLI_EXIT_NOT_RUN;
   uint32_t built = 0;

@@ -78,15 +78,14 @@ int bench_k1(int argc, char **argv) {
     return CLI_EXIT_NOT_RUN;
   }
   /* the part's HBM: the floor a step's bytes are set against */
-  const bool mi300 = arch == HM_ARCH_GFX942;
-  const double peak = mi300 ? BENCH_HBM_PEAK_GFX942 : BENCH_HBM_PEAK;
-  const double real = mi300 ? BENCH_HBM_REAL_GFX942 : BENCH_HBM_REAL;
+  const bench_part part = bench_part_of(arch);
+  const double peak = part.peak, real = part.real;
   const bool sim = hm_runtime_is_sim(rt);
   if (!steps) steps = sim ? 2 : 100;
   printf("# K1 (attention seam + front): %s layer %ld, hidden %u, %u heads, q_lora %u, ratio %u%s, TP%ld, %s (%s, "
          "HBM %.1f TB/s peak), %ld steps a width\n",
          model, layer, cfg.hidden, cfg.heads, cfg.q_lora, cfg.compress_ratio,
-         hm_config_has(&cfg, HM_ROLE_INDEX_SOURCE) ? " (index build)" : "", tp, arch_word, mi300 ? "MI300X" : "MI355X",
+         hm_config_has(&cfg, HM_ROLE_INDEX_SOURCE) ? " (index build)" : "", tp, arch_word, part.name,
          peak / 1e12, steps);
   hm_layer_weights w[4];
   int rc = CLI_EXIT_NOT_RUN;
