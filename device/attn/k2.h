@@ -12,6 +12,7 @@
 
 #include "../dev.h"
 #include "../ffn/ffn.h"
+#include "../ffn/shared.h"
 #include "../formats.h"
 #include "../gemv.h"
 #include "../handoff.h"
@@ -38,17 +39,20 @@ DEV_INLINE u32 k2_wob_tasks(const struct ffn_ctx *c) { return c->a->D / 16u; }
 
 /* A split unit: the token's q (bf16 pairs, rows padded against bank conflicts), the chunk's raw
  * records (576 data bytes, then the 7 block codes and a pad byte), each key's validity, a key
- * tile's max and p sum for each head, and bf16(p) for the PV product. */
+ * tile's max and p sum for each head, and bf16(p) for the PV product. Sized for the arch's widest
+ * unit (K2_LDS_*: gfx942's 16 heads and 64 keys keep it within 64 KB). */
 #define K2_QROW (K2_HEAD / 2u + 4u)
 #define K2_REC (K2_RECORD_DATA + 8u)
-#define K2_PROW (K2_MAX_CK + 8u)
+#define K2_PROW (K2_LDS_CK + 8u)
+#define K2_KEY_LIVE 1u /* valid[]: the key is read (in the row's kv_len, not -1) */
+#define K2_KEY_COMP 2u /* valid[]: its record is the compressed cache's */
 struct k2_lds_split {
-  u32 q[K2_MAX_HEADS][K2_QROW];
-  u8 rec[K2_MAX_CK][K2_REC];
-  u32 valid[K2_MAX_CK];
-  f32 mx[K2_MAX_CK / 16u][K2_MAX_HEADS];
-  f32 ts[K2_MAX_CK / 16u][K2_MAX_HEADS];
-  u16 p[K2_MAX_HEADS][K2_PROW];
+  u32 q[K2_LDS_HEADS][K2_QROW];
+  u8 rec[K2_LDS_CK][K2_REC];
+  u32 valid[K2_LDS_CK];
+  f32 mx[K2_LDS_CK / 16u][K2_LDS_HEADS];
+  f32 ts[K2_LDS_CK / 16u][K2_LDS_HEADS];
+  u16 p[K2_LDS_HEADS][K2_PROW];
 };
 struct k2_lds_gemv { gemv_red red[2]; };
 
@@ -77,8 +81,18 @@ struct k2_gemv_state { u32 waited, tiles; };
 /* ---------------------------------------------------------------- record values */
 
 /* An e4m3 byte of a record times its block's scale, as bf16 bits: exact (3 mantissa bits times a
- * power of two fit bf16's 7), so the low half of the f32 is zero and is dropped, not rounded. */
-DEV_INLINE u16 k2_nope_bf16(u32 byte, f32 scale) {
+ * power of two fit bf16's 7), so the low half of the f32 is zero and is dropped, not rounded.
+ * comp: the record is the compressed cache's. The SWA cache follows the GPU's fp8 and the
+ * compressed one is OCP on both (spec/mono.md §2.6), so on gfx942, whose conversion reads FNUZ,
+ * a compressed byte read as FNUZ is worth half its OCP value (bias 8 against 7: also for the
+ * subnormals) and is doubled, exactly; OCP's -0 (0x80, FNUZ's NaN) is -0. OCP's NaN bytes are
+ * never written (the quantiser clamps), so they are not told apart. */
+DEV_INLINE u16 k2_nope_bf16(u32 byte, f32 scale, u32 comp) {
+#if DEV_ARCH_GFX942
+  if (comp) return byte == 0x80u ? (u16)0x8000u : (u16)(dev_bits_f32(dev_cvt_f32_fp8(byte, 0) * 2.0f * scale) >> 16);
+#else
+  (void)comp;
+#endif
   return (u16)(dev_bits_f32(dev_cvt_f32_fp8(byte, 0) * scale) >> 16);
 }
 
@@ -102,7 +116,7 @@ DEV_INLINE void k2_split(const struct ffn_ctx *c, __local union k2_lds *lds, u32
   __global const i32 *kt = (__global const i32 *)b->kt + (u64)t * K2_KEYS + ch * ck;
   for (u32 j = lid; j < ck; j += FFN_CTA) {
     i32 v = kt[j];
-    L->valid[j] = (i32)(ch * ck + j) < kv_len && v != -1;
+    L->valid[j] = (i32)(ch * ck + j) < kv_len && v != -1 ? K2_KEY_LIVE | ((u32)v >> 31) * K2_KEY_COMP : 0u;
   }
   dev_barrier();
   for (u32 i = lid; i < ck * (K2_REC / 4u); i += FFN_CTA) {
@@ -128,15 +142,37 @@ DEV_INLINE void k2_split(const struct ffn_ctx *c, __local union k2_lds *lds, u32
     if (pi >= pairs) continue;
     u32 kti = pi % ktiles, ht = pi / ktiles, key = 16u * kti + lane % 16u, h = 16u * ht + lane % 16u;
     __local const u8 *rec = L->rec[key];
+    const u32 comp = L->valid[key] & K2_KEY_COMP;
     f32x4 acc = 0;
+#if DEV_ARCH_GFX942
+    /* no 16x16x32 bf16 MFMA: steps of 16 dims, one 16x16x16 each (lane K 4(l/16)..+3), in one
+     * chain (spec/mono.md §2.6; the reference's gfx942 mode sums them so) */
+    for (u32 st = 0; st < K2_HEAD / 16u; st++) {
+      u32 d = 16u * st + 4u * (lane / 16u);
+      u16x4 a, qv;
+      if (d < K2_NOPE) {
+        f32 sc = fmt_e8m0_decode(rec[K2_RECORD_DATA + d / 64u]);
+        u32 w = ((__local const u32 *)rec)[d / 4u];
+        for (u32 e = 0; e < 4u; e++) a[e] = k2_nope_bf16((w >> (8u * e)) & 0xffu, sc, comp);
+      } else {
+        __local const u32 *r = (__local const u32 *)(rec + K2_NOPE + 2u * (d - K2_NOPE));
+        for (u32 e = 0; e < 2u; e++) a[2u * e] = (u16)r[e], a[2u * e + 1u] = (u16)(r[e] >> 16);
+      }
+      for (u32 e = 0; e < 2u; e++) {
+        u32 w = L->q[h][d / 2u + e];
+        qv[2u * e] = (u16)w, qv[2u * e + 1u] = (u16)(w >> 16);
+      }
+      acc = dev_mfma_f32_16x16x16_bf16(a, qv, acc);
+    }
+#else
     for (u32 st = 0; st < K2_HEAD / 32u; st++) {
       u32 d = 32u * st + 8u * (lane / 16u);
       u16x8 a, qv;
       if (d < K2_NOPE) {
         f32 sc = fmt_e8m0_decode(rec[K2_RECORD_DATA + d / 64u]);
         u32 lo = ((__local const u32 *)rec)[d / 4u], hi = ((__local const u32 *)rec)[d / 4u + 1u];
-        for (u32 e = 0; e < 4u; e++) a[e] = k2_nope_bf16((lo >> (8u * e)) & 0xffu, sc);
-        for (u32 e = 0; e < 4u; e++) a[4u + e] = k2_nope_bf16((hi >> (8u * e)) & 0xffu, sc);
+        for (u32 e = 0; e < 4u; e++) a[e] = k2_nope_bf16((lo >> (8u * e)) & 0xffu, sc, comp);
+        for (u32 e = 0; e < 4u; e++) a[4u + e] = k2_nope_bf16((hi >> (8u * e)) & 0xffu, sc, comp);
       } else {
         __local const u32 *r = (__local const u32 *)(rec + K2_NOPE + 2u * (d - K2_NOPE));
         for (u32 e = 0; e < 4u; e++) a[2u * e] = (u16)r[e], a[2u * e + 1u] = (u16)(r[e] >> 16);
@@ -147,6 +183,7 @@ DEV_INLINE void k2_split(const struct ffn_ctx *c, __local union k2_lds *lds, u32
       }
       acc = dev_mfma_f32_16x16x32_bf16(a, qv, acc);
     }
+#endif
     /* D[key][head]: lane holds head l%16, keys 4(l/16)..+3; scores in the log2 domain */
     f32 m = K2_MASKED;
     for (u32 r = 0; r < 4u; r++) {
@@ -194,7 +231,8 @@ DEV_INLINE void k2_split(const struct ffn_ctx *c, __local union k2_lds *lds, u32
       for (u32 e = 0; e < 4u; e++) {
         pa[e] = L->p[16u * ht + lane % 16u][k0 + e];
         __local const u8 *rec = L->rec[k0 + e];
-        if (d < K2_NOPE) v[e] = k2_nope_bf16(rec[d], fmt_e8m0_decode(rec[K2_RECORD_DATA + d / 64u]));
+        if (d < K2_NOPE)
+          v[e] = k2_nope_bf16(rec[d], fmt_e8m0_decode(rec[K2_RECORD_DATA + d / 64u]), L->valid[k0 + e] & K2_KEY_COMP);
         else v[e] = (u16)(rec[K2_NOPE + 2u * (d - K2_NOPE)] | (u32)rec[K2_NOPE + 2u * (d - K2_NOPE) + 1u] << 8);
       }
       acc = dev_mfma_f32_16x16x16_bf16(pa, v, acc);
@@ -263,7 +301,7 @@ DEV_INLINE void k2_combine(const struct ffn_ctx *c, u32 u) {
       y[k + 1u] = o * co - a * si;
     }
   }
-  /* rule V over the 32 dims of 4 lanes */
+  /* rule V over the 32 dims of 4 lanes (gfx942: FNUZ against 224, spec/mono.md §2.6) */
   f32 amax = 0.0f;
   for (u32 k = 0; k < 8u; k++) {
     f32 v = fmt_absf(y[k]);
@@ -273,10 +311,10 @@ DEV_INLINE void k2_combine(const struct ffn_ctx *c, u32 u) {
   amax = o > amax ? o : amax;
   o = dev_shfl_xor_f32(amax, 2u);
   amax = o > amax ? o : amax;
-  const u32 code = fmt_mx_code_v(amax);
+  const u32 code = ffn_act_code(FMT_RULE_V, amax);
   u32 w0 = 0, w1 = 0;
-  for (u32 k = 0; k < 4u; k++) w0 |= (u32)fmt_mx_e4m3(y[k], (u8)code) << (8u * k);
-  for (u32 k = 0; k < 4u; k++) w1 |= (u32)fmt_mx_e4m3(y[4u + k], (u8)code) << (8u * k);
+  for (u32 k = 0; k < 4u; k++) w0 |= ffn_act_byte(y[k], code) << (8u * k);
+  for (u32 k = 0; k < 4u; k++) w1 |= ffn_act_byte(y[4u + k], code) << (8u * k);
   __global u32 *xo = (__global u32 *)k2_scr(c, b->L.xo) + (((u64)g * S + t) * K2_GROUP_K + wave * K2_HEAD + d0) / 4u;
   dev_st_u32(&xo[0], w0, DEV_CP_DEV);
   dev_st_u32(&xo[1], w1, DEV_CP_DEV);
@@ -296,25 +334,68 @@ DEV_INLINE void k2_combine(const struct ffn_ctx *c, u32 u) {
  * ARDY[k]. The first half of the wave's weights is loaded before the wait. */
 #define K2_WOA_PRE 4u
 
+/* The wave's first K2_WOA_PRE steps of its 16 rows, loaded before the task waits: gfx950's scaled
+ * MFMA operands (the codes are read with the activations'), gfx942's four K blocks a step and
+ * their codes (device/gemv.h). */
+typedef struct {
+#if DEV_ARCH_GFX942
+  u64 a[K2_WOA_PRE][4];
+  u32 codes[K2_WOA_PRE];
+#else
+  i32x8 a[K2_WOA_PRE];
+#endif
+} k2_woa_pre;
+
+/* row0: the wave's 16-row tile; row: the lane's row in it; s0: the wave's first step */
+DEV_INLINE void k2_woa_pre_load(k2_woa_pre *p, const gemv_mx8 *m, u32 row0, u32 row, u32 s0, u32 lane) {
+#pragma unroll
+  for (u32 i = 0; i < K2_WOA_PRE; i++) {
+#if DEV_ARCH_GFX942
+    (void)row;
+    u64 a[4];
+    gemv942_ld_w(m, row0, s0 + i, lane, a);
+    for (u32 b = 0; b < 4u; b++) p->a[i][b] = a[b];
+    p->codes[i] = gemv942_ld_codes(m, row0, s0 + i);
+#if defined(DEV_GPU)
+    __asm__ volatile("" : "+v"(p->codes[i])); /* in a VGPR, as gemv_wtile_load's (SGPRs are short) */
+#endif
+#else
+    (void)row0;
+    p->a[i] = gemv_ld_fp8(m->w, row * K2_GROUP_K, K2_GROUP_K, s0 + i, lane, DEV_CP_NT);
+#endif
+  }
+}
+
 /* One token tile of a wo_a task, everything derived from the arguments here (made once for the
  * task and held through its tiles, the descriptors and addresses cost the kernel more scalar
  * registers than it has). wv: the wave's first K2_WOA_PRE steps of weights. */
-DEV_INLINE void k2_wo_a_tile(const struct ffn_ctx *c0, __local gemv_red *red, u32 task, u32 t0,
-                             const i32x8 wv[K2_WOA_PRE]) {
+DEV_INLINE void k2_wo_a_tile(const struct ffn_ctx *c0, __local gemv_red *red, u32 task, u32 t0, const k2_woa_pre *wv) {
   struct ffn_ctx cc = *c0;
   ffn_next_stage(&cc);
   const struct ffn_ctx *c = &cc;
   DEV_ARGSPACE const struct k2_back_args *b = k2_back(c);
   const u32 S = c->a->S, orows = (b->H / K2_GROUP_HEADS) * b->o_lora, g = task / (b->o_lora / 32u);
   const u32 lane = dev_lane(), wave = dev_wave(), lid = dev_lid();
-  const u32 row = 32u * task + 16u * (wave / 4u) + lane % 16u, s0 = 8u * (wave % 4u);
+  const u32 row0 = 32u * task + 16u * (wave / 4u), row = row0 + lane % 16u, s0 = 8u * (wave % 4u);
   gemv_mx8 m = gemv_mx8_of((__global const u8 *)b->wo_a, (__global const u8 *)b->wo_a_s, orows, K2_GROUP_K);
   gemv_act x = gemv_act_of(k2_scr(c, b->L.xo) + (u64)g * S * K2_GROUP_K, k2_scr(c, b->L.xos) + (u64)g * S * (K2_GROUP_K / 32u),
                            S, K2_GROUP_K);
   f32x4 acc = 0;
+#if DEV_ARCH_GFX942
+  /* a pass of 6 tokens; each step's four K blocks one unscaled MFMA each, added by fma (§2.6) */
+  (void)row;
+  const u32 tok = gemv942_token(&x, t0, lane);
+#pragma unroll
+  for (u32 i = 0; i < K2_WOA_PRE; i++) {
+    const u64 a[4] = {wv->a[i][0], wv->a[i][1], wv->a[i][2], wv->a[i][3]};
+    acc = gemv942_blocks(a, wv->codes[i], &x, tok, s0 + i, lane, acc);
+  }
+#pragma nounroll
+  for (u32 st = s0 + K2_WOA_PRE; st < s0 + 8u; st++) acc = gemv942_mx8_step(&m, &x, row0, t0, st, lane, acc);
+#else
 #pragma unroll
   for (u32 i = 0; i < K2_WOA_PRE; i++)
-    acc = gemv_mfma_fp8(wv[i], gemv_ld_act(&x, t0, s0 + i, lane), acc, gemv_mx8_scale(&m, row, 4u * (s0 + i) + lane / 16u),
+    acc = gemv_mfma_fp8(wv->a[i], gemv_ld_act(&x, t0, s0 + i, lane), acc, gemv_mx8_scale(&m, row, 4u * (s0 + i) + lane / 16u),
                         gemv_act_scale(&x, t0, s0 + i, lane));
   /* the second half streamed (kept rolled for the same reason) */
 #pragma nounroll
@@ -323,10 +404,12 @@ DEV_INLINE void k2_wo_a_tile(const struct ffn_ctx *c0, __local gemv_red *red, u3
     acc = gemv_mfma_fp8(a, gemv_ld_act(&x, t0, st, lane), acc, gemv_mx8_scale(&m, row, 4u * st + lane / 16u),
                         gemv_act_scale(&x, t0, st, lane));
   }
+#endif
   gemv_red_put(red, wave, acc);
   dev_barrier();
   /* work-item (token j, row r): the row's 4 K quarters in order, bf16; rule V over the 32 rows of
-   * the token, which are the 32 lanes of one half wave */
+   * the token, which are the 32 lanes of one half wave (gfx942: FNUZ against 224, and a pass is
+   * the tile's first 6 columns) */
   const u32 j = lid / 32u, r = lid % 32u, tt = t0 + j, w0 = 4u * (r / 16u);
   f32 v = gemv_red_at(red, w0, r % 16u, j);
   for (u32 i = 1; i < 4u; i++) v = v + gemv_red_at(red, w0 + i, r % 16u, j);
@@ -336,12 +419,13 @@ DEV_INLINE void k2_wo_a_tile(const struct ffn_ctx *c0, __local gemv_red *red, u3
     f32 o = dev_shfl_xor_f32(amax, sh);
     amax = o > amax ? o : amax;
   }
-  const u32 code = fmt_mx_code_v(amax), byte = fmt_mx_e4m3(v, (u8)code);
+  const u32 code = ffn_act_code(FMT_RULE_V, amax), byte = ffn_act_byte(v, code);
   u32 word = 0;
   for (u32 k = 0; k < 4u; k++) word |= (dev_shfl_u32(byte, (lane & ~3u) + k) & 0xffu) << (8u * k);
   __global u32 *x8b = (__global u32 *)k2_scr(c, b->L.x8b), *x8bs = (__global u32 *)k2_scr(c, b->L.x8bs);
-  if (tt < S && r % 4u == 0) dev_st_u32(&x8b[((u64)tt * orows + 32u * task + r) / 4u], word, DEV_CP_DEV);
-  if (tt < S && r == 0) dev_st_u32(&x8bs[(u64)tt * (orows / 32u) + task], code, DEV_CP_DEV);
+  const u32 mine = tt < S && j < FFN_TILE;
+  if (mine && r % 4u == 0) dev_st_u32(&x8b[((u64)tt * orows + 32u * task + r) / 4u], word, DEV_CP_DEV);
+  if (mine && r == 0) dev_st_u32(&x8bs[(u64)tt * (orows / 32u) + task], code, DEV_CP_DEV);
 }
 
 DEV_INLINE void k2_wo_a(const struct ffn_ctx *c, __local union k2_lds *lds, u32 task, struct k2_gemv_state *gs) {
@@ -349,13 +433,12 @@ DEV_INLINE void k2_wo_a(const struct ffn_ctx *c, __local union k2_lds *lds, u32 
   DEV_ARGSPACE const struct k2_back_args *b = k2_back(c);
   const u32 S = c->a->S, G = b->H / K2_GROUP_HEADS, orows = G * b->o_lora, g = task / (b->o_lora / 32u);
   const u32 lane = dev_lane(), wave = dev_wave();
-  const u32 row = 32u * task + 16u * (wave / 4u) + lane % 16u, s0 = 8u * (wave % 4u);
+  const u32 row0 = 32u * task + 16u * (wave / 4u), s0 = 8u * (wave % 4u);
   gemv_mx8 m = gemv_mx8_of((__global const u8 *)b->wo_a, (__global const u8 *)b->wo_a_s, orows, K2_GROUP_K);
-  i32x8 wv[K2_WOA_PRE];
-#pragma unroll
-  for (u32 i = 0; i < K2_WOA_PRE; i++) wv[i] = gemv_ld_fp8(m.w, row * K2_GROUP_K, K2_GROUP_K, s0 + i, lane, DEV_CP_NT);
+  k2_woa_pre wv;
+  k2_woa_pre_load(&wv, &m, row0, row0 + lane % 16u, s0, lane);
   ho_flags_wait(k2_flags(c, b->L.crdy) + g, G, S, c->tag);
-  for (u32 t0 = 0; t0 < S; t0 += FFN_TILE) k2_wo_a_tile(c, &L->red[gs->tiles++ & 1u], task, t0, wv);
+  for (u32 t0 = 0; t0 < S; t0 += FFN_TILE) k2_wo_a_tile(c, &L->red[gs->tiles++ & 1u], task, t0, &wv);
   ho_flag_raise(k2_flags(c, b->L.ardy) + task, c->tag);
 }
 
@@ -383,7 +466,7 @@ DEV_INLINE void k2_wo_b(const struct ffn_ctx *c, __local union k2_lds *lds, u32 
     if (lid < 128u) {
       /* work-item (row pair rp, token j): rows 2rp, 2rp + 1 of the tile, one pair */
       u32 rp = lid / 16u, j = lid % 16u, t = t0 + j;
-      if (t < S) {
+      if (t < S && j < FFN_TILE) { /* gfx942: a pass is the tile's first 6 columns */
         u32 e = fmt_bf16_from_f32(gemv_red_sum(red, 2u * rp, j)), o = fmt_bf16_from_f32(gemv_red_sum(red, 2u * rp + 1u, j));
         ar_push(&attn, t * (D / 2u) + 8u * task + rp, e | o << 16);
       }

@@ -31,6 +31,11 @@ DEV_INLINE void ffn_push_parts(const struct ffn_ctx *c) {
 DEV_INLINE void ffn_slice(struct ffn_ctx *c, __local struct ffn_lds *lds, u32 j) {
   struct ar_view attn;
   ffn_view(c, &attn, FFN_SITE_ATTN);
+#if defined(DEV_GPU) && DEV_ARCH_GFX942
+  /* the slice's index in a VGPR: gfx942 leaves a kernel fewer SGPRs (XNACK), and K2's slice, its
+   * view of the four ranks' inboxes held in SGPRs, spilled one there */
+  __asm__ volatile("" : "+v"(j));
+#endif
   seam_slice(&c->a->seam, c->tag, &lds->u.slice, j, &attn, &c->ok);
 }
 DEV_INLINE void ffn_gate(const struct ffn_ctx *c, __local struct ffn_lds *lds, u32 t) {

@@ -1,4 +1,4 @@
-/* device/kernels/k2.cl: K2 on gfx950 (spec/mono.md §2.2-§2.4, §3): one persistent kernel from K1's q,
+/* device/kernels/k2.cl: K2 on gfx950 and gfx942 (spec/mono.md §2.2-§2.6, §3): one persistent kernel from K1's q,
  * key table and seam outputs through the attention back and the FFN launch's stages to the layer's. */
 #include "../attn/k2.h"
 #include "../dev.h"

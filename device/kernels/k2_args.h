@@ -14,6 +14,16 @@
 #define K2_GROUP_K (K2_GROUP_HEADS * K2_HEAD)
 #define K2_MAX_HEADS 32u   /* heads a rank (TP 2) */
 #define K2_MAX_CK 128u     /* keys a split unit */
+/* gfx942 (64 KB of LDS, TP 4 only): 16 heads a rank, split units of 64 keys (spec/mono.md §1.2) */
+#define K2_MAX_HEADS_GFX942 16u
+#define K2_MAX_CK_GFX942 64u
+#if defined(DEV_ARCH_GFX942) && DEV_ARCH_GFX942
+#define K2_LDS_HEADS K2_MAX_HEADS_GFX942
+#define K2_LDS_CK K2_MAX_CK_GFX942
+#else
+#define K2_LDS_HEADS K2_MAX_HEADS
+#define K2_LDS_CK K2_MAX_CK
+#endif
 
 /* The back's mailboxes, byte offsets from the width's scratch base (ffn_args.scratch), placed after
  * the FFN stages' regions (k2_scratch_layout), each 128-byte aligned. */

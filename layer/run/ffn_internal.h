@@ -80,7 +80,7 @@ hm_status hm_ffn_bind_weights(hm_ffn *f, const hm_layer_weights *w);
 /* k2_bind.c: K2's own checks (both weight parts, the back's kernel limits, then the FFN half's)
  * and the back's upload into f->back_w. */
 hm_status hm_k2_check_agent(hm_agent *a, const hm_ffn_config *cfg);
-hm_status hm_k2_check_layer(const hm_layer_weights *w, const hm_ffn_config *cfg, uint32_t tp);
+hm_status hm_k2_check_layer(const hm_layer_weights *w, const hm_ffn_config *cfg, uint32_t tp, hm_arch arch);
 hm_status hm_k2_bind_weights(hm_ffn *f, const hm_layer_weights *w);
 
 /* ffn_launch.c: what the FFN launch's and K2's entry points share. */

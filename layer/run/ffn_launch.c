@@ -47,7 +47,7 @@ static hm_status open_runner(hm_heap *heap, const hm_layer_weights *w, const hm_
   uint32_t tp = hm_heap_tp(heap), rank = hm_heap_rank(heap);
   hm_status s;
   const hm_arch arch = hm_bind_arch(a);
-  if (k2 ? ((s = hm_k2_check_agent(a, cfg)) || (s = hm_k2_check_layer(w, cfg, tp)))
+  if (k2 ? ((s = hm_k2_check_agent(a, cfg)) || (s = hm_k2_check_layer(w, cfg, tp, arch)))
          : ((s = hm_ffn_check_agent(a, cfg)) || (s = hm_ffn_check_layer(w, cfg, tp, arch, launch))))
     return s;
   if (w->rank != rank)
@@ -202,7 +202,7 @@ hm_status hm_ffn_prepare(hm_ffn *f, uint32_t rows) {
   uint64_t bytes = w->layout.bytes;
   if (f->mode == FFN_MODE_K2) {
     /* the split's chunk depends on the width (spec/mono.md §1.2), and the back's regions on it */
-    w->ck = hm_attn_chunk_keys(f->tp, rows, false);
+    w->ck = hm_attn_chunk_keys(f->tp, rows, f->arch == HM_ARCH_GFX942);
     k2_scratch_layout(w->layout.bytes, rows, f->dims.heads, f->cfg.o_lora, w->ck, &w->back);
     bytes = w->back.bytes;
   }

@@ -149,7 +149,7 @@ uint64_t hm_k2_arrival_timeout(const hm_k2 *k) { return k ? k->arrival_timeout_n
 
 uint32_t hm_k2_chunk_keys(const hm_k2 *k, uint32_t rows) {
   if (!k || k->mode != FFN_MODE_K2) return 0;
-  return hm_attn_chunk_keys(k->tp, rows, false);
+  return hm_attn_chunk_keys(k->tp, rows, k->arch == HM_ARCH_GFX942);
 }
 
 uint64_t hm_k2_back_bytes(const hm_k2 *k, uint32_t rows, const int32_t *klen) {

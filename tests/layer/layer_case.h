@@ -1,0 +1,78 @@
+/* tests/layer/layer_case.h: the whole-layer case test_layer.c and test_layer_942.c share: a generated step
+ * through a layer group and every hand-off checked against the reference (layer_case.c). */
+#ifndef HM_TESTS_LAYER_CASE_H
+#define HM_TESTS_LAYER_CASE_H
+
+#include "helpers.h"
+#include "hm_layer_group.h"
+
+/* 8-CTA parts on the software agent (every stage's placement wraps) */
+extern const hm_ffn_config lc_small_grid;
+
+/* How a case bends the generated step. */
+typedef struct shape {
+  uint32_t S, reqs, ctx, block;
+  int32_t dead_row; /* a row given slot -1 (a padding token), or -1 for none */
+  uint32_t cases;   /* the generator's hard cases (HM_GEN_*), each asserted to occur */
+} shape;
+
+typedef struct layer_case {
+  hm_layer_config cfg;
+  hm_arch arch;       /* the weights' (gfx942: its copies, FNUZ SWA records, 64-key chunks) */
+  uint32_t tp, S, H, ck;
+  bool index;
+  hm_gen_step step;   /* what the group gets (caches as before the step) */
+  hm_gen_step refs;   /* the reference's copy (caches after the reference's step) */
+  hm_select_state *rsel; /* the reference's select state (index sources) */
+  hm_gen_opts opts;      /* how the step was made (expect_select_own makes it again) */
+  int32_t dead_row;
+  hm_tensor_set ref;
+  hm_layer_outputs o[4];
+} layer_case;
+
+/* The step and the reference's run of it; seam_seed nonzero draws the seam state from it instead. */
+void lc_case_make_seam(layer_case *c, hm_layer_group *g, const hm_layer_weights *w, uint32_t tp, const shape *sh,
+                       uint64_t seed, uint64_t seam_seed, const hm_source *table);
+void lc_case_make(layer_case *c, hm_layer_group *g, const hm_layer_weights *w, uint32_t tp, const shape *sh,
+                  uint64_t seed, const hm_source *table);
+void lc_case_free(layer_case *c);
+
+/* A result of matrix instructions against the reference's (rel L2 < 1e-3, cosine > 0.99999, 95 %
+ * identical: layer_case.c says why). */
+void lc_expect_close(const char *what, const float *x, const float *ref, uint64_t n);
+/* The checks of a run case: every rank's outputs alike, K1's half, K2's attention back, K2's FFN half. */
+void lc_expect_ranks_identical(const layer_case *c);
+void lc_expect_k1(const layer_case *c);
+void lc_expect_back(hm_runtime *rt, hm_layer_group *g, const layer_case *c, const hm_layer_weights *w);
+void lc_expect_ffn_half(hm_runtime *rt, hm_layer_group *g, const layer_case *c, const hm_layer_weights *w);
+/* One step of the group on a case of `sh`, every check above. */
+void lc_run_case(hm_runtime *rt, hm_layer_group *g, const hm_layer_weights *w, uint32_t tp, const shape *sh,
+                 uint64_t seed, const hm_source *table);
+
+/* A layer's weights for a TP group: attention and FFN, the select and Engram parts where the kind
+ * has them; the Engram table from the generator (the checkpoint's engram.embed). */
+typedef struct layer_setup {
+  hm_layer_config cfg;
+  uint32_t tp;
+  hm_layer_weights w[4];
+  hm_gen gen;
+  hm_source table;
+  hm_runtime *rt;
+  hm_layer_group *g;
+} layer_setup;
+
+/* The group of `layer` (gfx950 layouts, or in lc_setup_arch the arch's) on the software agent. */
+void lc_setup(layer_setup *L, const char *model, int32_t layer, uint32_t experts, uint32_t tp, uint64_t seed,
+              const hm_ffn_config *run_in);
+void lc_setup_arch(layer_setup *L, const char *model, int32_t layer, uint32_t experts, uint32_t tp, uint64_t seed,
+                   const hm_ffn_config *run_in, hm_arch arch);
+void lc_teardown(layer_setup *L);
+/* Every rank's epoch after `steps` layer steps */
+void lc_expect_epoch(layer_setup *L, uint32_t steps);
+/* A group of `layer`, each shape a step (lc_run_case) */
+void lc_run_layer(const char *model, int32_t layer, uint32_t experts, uint32_t tp, const shape *shapes, uint32_t n,
+                  uint64_t seed);
+void lc_run_layer_arch(const char *model, int32_t layer, uint32_t experts, uint32_t tp, const shape *shapes, uint32_t n,
+                       uint64_t seed, hm_arch arch);
+
+#endif /* HM_TESTS_LAYER_CASE_H */
