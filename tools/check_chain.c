@@ -72,8 +72,10 @@ int chain_check_cache(chain_link *l, uint32_t S, float *va, float *vr, double re
     for (uint32_t j = 0; j < HM_RECORD_DATA; j++) in += l->swa[0][d + j] != l->swa[1][d + j];
     for (uint32_t j = 0; j < 8; j++) in += l->swa[0][sc + j] != l->swa[1][sc + j];
     bytes += HM_RECORD;
-    if (hm_ref_kv_read(&ca, (int64_t)slot, va + n) != HM_OK || hm_ref_kv_read(&cr, (int64_t)slot, vr + n) != HM_OK)
-      return 0;
+    /* gfx942's SWA records are FNUZ (spec/mono.md §2.6) */
+    hm_status (*read)(const hm_kv_cache *, int64_t, float *) =
+        l->t.bopts.arch == HM_ARCH_GFX942 ? hm_ref_kv_read_fnuz : hm_ref_kv_read;
+    if (read(&ca, (int64_t)slot, va + n) != HM_OK || read(&cr, (int64_t)slot, vr + n) != HM_OK) return 0;
     n += HM_HEAD_DIM;
   }
   int ok = check_compare("records", va, vr, n, rel, 1 - rel * rel);

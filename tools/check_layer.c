@@ -69,7 +69,7 @@ static void usage(FILE *f) {
           "directory of shards; with --experts E its first E experts). Either way the group builds the ranks'\n"
           "weights one at a time and keeps on the host only what a step's host work reads; the reference\n"
           "builds each rank's again in turn: one rank's whole weights in memory at once.\n"
-          LAUNCH_TOOL_ARCH_K12_HELP);
+          LAUNCH_TOOL_ARCH_LAYER_HELP);
 }
 
 static uint64_t count_diff_i32(const int32_t *a, const int32_t *b, uint64_t n) {
@@ -111,18 +111,24 @@ int check_layer(int argc, char **argv) {
     }
   }
   if (cli_end(&c, argc, argv)) return CLI_EXIT_MISUSE;
-  if (launch_tool_arch_k12(&c, arch_word)) return CLI_EXIT_MISUSE;
   if (layer < 0) return cli_refuse(&c, "--layer is required");
   if (!tp) return cli_refuse(&c, "--tp is required");
   if (!rows) return cli_refuse(&c, "--rows is required");
+  const hm_arch arch = launch_tool_arch(arch_word);
+  if (launch_tool_arch_shape(&c, arch, tp, rows)) return CLI_EXIT_MISUSE;
   if (launch_tool_step_shape(&c, rows, reqs, ctx, block)) return CLI_EXIT_MISUSE;
   hm_layer_config cfg, named;
   bool reduced;
   if (ffn_tool_layer(model, layer, experts > 0 ? experts : 0, 0, &cfg, &reduced) != HM_OK)
     return cli_refuse(&c, "%s", hm_errmsg());
+  launch_tool_arch_select(arch);
   hm_runtime *rt;
   if (hm_runtime_open(NULL, &rt) != HM_OK) {
     fprintf(stderr, "hsa-mono-check layer: %s\n", hm_errmsg());
+    return CLI_EXIT_NOT_RUN;
+  }
+  if (launch_tool_arch_agents(c.prog, rt, (uint32_t)tp, arch)) {
+    hm_runtime_close(rt);
     return CLI_EXIT_NOT_RUN;
   }
   /* the software agent's default: 32 of V4.1-Flash's routed experts, so a step takes seconds */
@@ -148,9 +154,9 @@ int check_layer(int argc, char **argv) {
   snprintf(note, sizeof note, "  [REDUCED: %u of %u experts]", cfg.experts, named.experts);
   if (reduced) check_note(note);
   printf("hsa-mono-check layer: %s layer %ld (%s), %u experts top-%u%s, TP%ld, %ld rows in %ld requests at context "
-         "%ld, SWA blocks of %ld, seed %llu, weights from %s, on %s\n",
+         "%ld, SWA blocks of %ld, %s, seed %llu, weights from %s, on %s\n",
          model, layer, layer_tool_kind(&cfg, kind, sizeof kind), cfg.experts, cfg.topk, reduced ? " (REDUCED)" : "", tp,
-         rows, reqs, ctx, block, seed, ckpt ? ckpt : "the generator", hm_runtime_describe(rt));
+         rows, reqs, ctx, block, arch_word, seed, ckpt ? ckpt : "the generator", hm_runtime_describe(rt));
   const uint32_t S = (uint32_t)rows, D = cfg.hidden, T = (uint32_t)tp, K = cfg.topk;
   const bool index = hm_config_has(&cfg, HM_ROLE_INDEX_SOURCE), first = hm_config_has(&cfg, HM_ROLE_FIRST);
   int rc = 2, pass = 1;
@@ -167,12 +173,13 @@ int check_layer(int argc, char **argv) {
   int32_t *ids = malloc(sizeof(int32_t) * S * K), *kt_want = NULL, *klen_want = NULL;
   if (!normed || !ids) goto oom;
   hm_ffn_config run = ffn_tool_launch(rt, reduced, ctas);
-  if (layer_tool_open(&L, rt, &cfg, T, seed, ck ? &cks : NULL, ck ? named.experts : 0, &run, NULL) != HM_OK) goto done;
+  if (layer_tool_open(&L, rt, &cfg, T, seed, ck ? &cks : NULL, ck ? named.experts : 0, arch, &run, NULL) != HM_OK) goto done;
   /* the group's step and the reference's own copy: each writes its records (and a kv source's
    * compressed entries) into its caches; layer 0 enters with the embedding in x and no residual */
   if (hm_gen_step_make_block(&cfg, S, (uint32_t)reqs, (uint32_t)ctx, (uint32_t)block, seed, &step) != HM_OK) goto done;
   if (first) step.in.res = NULL;
   step.in.engram_table = &L.table;
+  layer_tool_step_arch(&step, arch);
   if (hm_gen_step_copy(&step, &refs) != HM_OK) goto done;
   refs.in.engram_table = &L.table;
   if (index) {

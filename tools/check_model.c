@@ -78,7 +78,7 @@ static void usage(FILE *f) {
           "with 32 experts ~2 GB (so: --config tiny, or a few layers at full size). On the\n"
           "software agent the routed experts of v41-flash are cut to 32 (--experts E: another count; every\n"
           "line then says the run is reduced) and the grid is 8 CTAs a rank; --ctas G sets another.\n"
-          LAUNCH_TOOL_ARCH_K12_HELP);
+          LAUNCH_TOOL_ARCH_LAYER_HELP);
 }
 
 static void *dup(const void *p, size_t n) {
@@ -120,10 +120,11 @@ int check_model(int argc, char **argv) {
     }
   }
   if (cli_end(&cl, argc, argv)) return CLI_EXIT_MISUSE;
-  if (launch_tool_arch_k12(&cl, arch_word)) return CLI_EXIT_MISUSE;
   if (a < 0) return cli_refuse(&cl, "--layers is required");
   if (!tp) return cli_refuse(&cl, "--tp is required");
   if (!rows) return cli_refuse(&cl, "--rows is required");
+  const hm_arch arch = launch_tool_arch(arch_word);
+  if (launch_tool_arch_shape(&cl, arch, tp, rows)) return CLI_EXIT_MISUSE;
   if (launch_tool_step_shape(&cl, rows, reqs, ctx, block)) return CLI_EXIT_MISUSE;
   /* the last step's rows must fit the caches: positions ctx + steps - 1 + 7 (reqs - 1) + rows / reqs */
   if (ctx + steps - 1 + 7 * (reqs - 1) + rows / reqs >= MAX_POS)
@@ -135,10 +136,15 @@ int check_model(int argc, char **argv) {
     if (ffn_tool_layer(model, l, experts > 0 ? experts : 0, 0, &probe, &red) != HM_OK)
       return cli_refuse(&cl, "%s", hm_errmsg());
   }
+  launch_tool_arch_select(arch);
   hm_runtime *rt;
   if (hm_runtime_open(NULL, &rt) != HM_OK) {
     fprintf(stderr, "hsa-mono-check model: %s\n", hm_errmsg());
     return 2;
+  }
+  if (launch_tool_arch_agents(cl.prog, rt, (uint32_t)tp, arch)) {
+    hm_runtime_close(rt);
+    return CLI_EXIT_NOT_RUN;
   }
   /* the software agent's default: 32 of V4.1-Flash's routed experts, so a step takes seconds */
   if (experts < 0) experts = hm_runtime_is_sim(rt) && !strcmp(model, "v41-flash") ? 32 : 0;
@@ -171,8 +177,9 @@ int check_model(int argc, char **argv) {
     reduced |= red;
     if (i == 0) {
       printf("hsa-mono-check model: %s layers %ld-%ld, %u experts top-%u%s, TP%ld, %ld rows in %ld requests at "
-             "context %ld, %ld steps, SWA blocks of %ld, seed %llu, on %s\n",
-             model, a, b, cfg.experts, cfg.topk, red ? " (REDUCED)" : "", tp, rows, reqs, ctx, steps, block, seed,
+             "context %ld, %ld steps, SWA blocks of %ld, %s, seed %llu, on %s\n",
+             model, a, b, cfg.experts, cfg.topk, red ? " (REDUCED)" : "", tp, rows, reqs, ctx, steps, block, arch_word,
+             seed,
              hm_runtime_describe(rt));
       D = cfg.hidden;
     }
@@ -181,7 +188,7 @@ int check_model(int argc, char **argv) {
     l->topk_from = cfg.compress_ratio && !l->index && cfg.index_source >= a ? (int)(cfg.index_source - a) : -1;
     l->comp_from = cfg.compress_ratio && !l->kv && cfg.kv_source >= a ? (int)(cfg.kv_source - a) : -1;
     hm_ffn_config run = ffn_tool_launch(rt, red, ctas);
-    if (layer_tool_open(&l->t, rt, &cfg, T, l->seed, NULL, 0, &run, gsel) != HM_OK) goto done;
+    if (layer_tool_open(&l->t, rt, &cfg, T, l->seed, NULL, 0, arch, &run, gsel) != HM_OK) goto done;
     for (uint32_t r = 0; r < T; r++)
       if (!layer_tool_outputs(&l->o[r], S, D, true)) goto oom;
     l->rx = malloc(sizeof(float) * S * D), l->rres = malloc(sizeof(float) * S * 4 * D);
@@ -209,6 +216,7 @@ int check_model(int argc, char **argv) {
       if (hm_gen_step_make_block(&l->t.cfg, S, (uint32_t)reqs, (uint32_t)(ctx + s), (uint32_t)block, l->seed,
                                  &l->meta) != HM_OK)
         goto fail;
+      layer_tool_step_arch(&l->meta, arch);
       if (s == 0) {
         const hm_gen_step *m = &l->meta;
         for (int k = 0; k < 2; k++) {

@@ -73,12 +73,6 @@ int launch_tool_arch_shape(cli *c, hm_arch arch, long tp, long rows) {
   return 0;
 }
 
-int launch_tool_arch_k12(cli *c, const char *arch) {
-  if (strcmp(arch, "gfx942")) return 0;
-  return cli_refuse(c, "--arch gfx942: K2 is not written for gfx942 yet (issue 13); the FFN launch and K1 run "
-                       "there (ffn|k1 --arch gfx942)");
-}
-
 void launch_tool_arch_select(hm_arch arch) {
   const char *set = getenv("HSAMONO_SIM_ARCH");
   if (!set || !*set) setenv("HSAMONO_SIM_ARCH", arch_name(arch), 1);

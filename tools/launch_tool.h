@@ -30,18 +30,15 @@ hm_status launch_tool_weights(const hm_layer_config *cfg, uint32_t tp, uint64_t 
 extern const char *const launch_tool_arches[];
 hm_arch launch_tool_arch(const char *word);
 
-/* What --arch gfx942 allows of a launch that runs there (the FFN launch): TP 4 only (spec/mono.md
+/* What --arch gfx942 allows of a launch that runs there (every launch of the layer): TP 4 only (spec/mono.md
  * §5.1.3) and at most HM_MAX_ROWS_GFX942 rows (§5.3.1; rows the largest asked for). 0, or the
  * refusal's exit code with the reason printed. gfx950: 0. */
 int launch_tool_arch_shape(cli *c, hm_arch arch, long tp, long rows);
 
-/* --arch on a command that runs K2 (layer, model): gfx942
- * refused, K2 is not written for it yet (issue 13; its bind refuses a gfx942 agent, spec/mono.md
- * §5.1.2). 0, or the refusal's exit code. */
-int launch_tool_arch_k12(cli *c, const char *arch);
-/* the usage's line for it */
-#define LAUNCH_TOOL_ARCH_K12_HELP \
-  "--arch gfx950 (the default); gfx942 is refused: K2 is not written for it yet (check ffn|k1 --arch gfx942 run).\n"
+/* The usage's line for --arch on a command that runs the whole layer (layer, model). */
+#define LAUNCH_TOOL_ARCH_LAYER_HELP                                                                              \
+  "--arch gfx950 (the default) or gfx942 (MI300X/MI325X: the gfx942 weight copies on gfx942 agents, TP 4, at\n" \
+  "most 42 rows; the software agent makes one unless HSAMONO_SIM_ARCH says otherwise).\n"
 
 /* Before the runtime opens: the software agent made the architecture asked for where the user has
  * not set HSAMONO_SIM_ARCH (a GPU's runtime does not read it). */

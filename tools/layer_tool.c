@@ -29,11 +29,11 @@ const char *layer_tool_kind(const hm_layer_config *c, char *buf, unsigned size) 
 }
 
 hm_status layer_tool_open(layer_tool *t, hm_runtime *rt, const hm_layer_config *cfg, uint32_t tp, uint64_t seed,
-                          const hm_source *ckpt, uint32_t source_experts, const hm_ffn_config *run,
+                          const hm_source *ckpt, uint32_t source_experts, hm_arch arch, const hm_ffn_config *run,
                           hm_select_state *const *select) {
   memset(t, 0, sizeof *t);
   t->cfg = *cfg, t->tp = tp;
-  t->bopts = (hm_build_opts){.parts = layer_tool_parts(cfg), .source_experts = source_experts};
+  t->bopts = (hm_build_opts){.parts = layer_tool_parts(cfg), .source_experts = source_experts, .arch = arch};
   hm_status s;
   if (ckpt) {
     t->src = *ckpt;
@@ -56,6 +56,10 @@ void layer_tool_close(layer_tool *t) {
   t->g = NULL;
   if (t->have_gen) hm_gen_free(&t->gen);
   t->have_gen = false;
+}
+
+void layer_tool_step_arch(hm_gen_step *step, hm_arch arch) {
+  if (arch == HM_ARCH_GFX942) hm_ref_kv_cache_to_fnuz(&step->in.swa);
 }
 
 int layer_tool_outputs(hm_layer_outputs *o, uint32_t S, uint32_t D, bool keys) {

@@ -30,14 +30,18 @@ uint32_t layer_tool_parts(const hm_layer_config *cfg);
 const char *layer_tool_kind(const hm_layer_config *cfg, char *buf, unsigned size);
 
 /* The group of cfg's layer on rt, its ranks' weights built by the group from ckpt (NULL: the seeded
- * generator of seed; source_experts: the experts the checkpoint holds, hm_build_opts') one rank at a
- * time (hm_layer_group_create_source; run: the launch configuration; select: rank r's select state
+ * generator of seed; source_experts: the experts the checkpoint holds, hm_build_opts') in arch's
+ * layouts (gfx942: its copies, spec/mono.md §4.4) one rank at a time (hm_layer_group_create_source; run: the launch configuration; select: rank r's select state
  * in select[r], shared by a chain's layers, or NULL for the group's own). t must outlive the group;
  * ckpt must stay open while t is. On failure nothing is left and hm_errmsg says why. */
 hm_status layer_tool_open(layer_tool *t, hm_runtime *rt, const hm_layer_config *cfg, uint32_t tp, uint64_t seed,
-                          const hm_source *ckpt, uint32_t source_experts, const hm_ffn_config *run,
+                          const hm_source *ckpt, uint32_t source_experts, hm_arch arch, const hm_ffn_config *run,
                           hm_select_state *const *select);
 void layer_tool_close(layer_tool *t);
+
+/* A generated step for arch: gfx942's SWA cache holds FNUZ records (spec/mono.md §2.6), the generator's
+ * OCP ones are converted; the compressed cache stays OCP on both. */
+void layer_tool_step_arch(hm_gen_step *step, hm_arch arch);
 
 /* Host arrays for a step's outputs of S rows of hidden D: the five layer outputs, and with `keys`
  * the top-k and the key table (kt, klen); the rest NULL. 1, or 0 out of memory (free what was made

@@ -374,8 +374,10 @@ START_TEST(ffn_harness_gfx942) {
        "hsa-mono-check ffn: --rows 43: --arch gfx942 takes at most 42 rows (spec/mono.md §5.3.1)\n"},
       {NULL, "k1 --config tiny --tp 4 --rows 43 --ratio 2 --arch gfx942",
        "hsa-mono-check k1: --rows 43: --arch gfx942 takes at most 42 rows (spec/mono.md §5.3.1)\n"},
-      {NULL, "layer --config tiny --layer 3 --tp 4 --rows 2 --arch gfx942",
-       "hsa-mono-check layer: --arch gfx942: K2 is not written for gfx942 yet (issue 13)"},
+      {NULL, "layer --config tiny --layer 3 --tp 4 --rows 43 --arch gfx942",
+       "hsa-mono-check layer: --rows 43: --arch gfx942 takes at most 42 rows (spec/mono.md §5.3.1)\n"},
+      {NULL, "model --config tiny --layers 3-4 --tp 2 --rows 2 --arch gfx942",
+       "hsa-mono-check model: --tp 2: --arch gfx942 is TP 4 only (spec/mono.md §5.1.3)\n"},
       /* the user's HSAMONO_SIM_ARCH kept, and named as the conflict */
       {"HSAMONO_SIM_ARCH=gfx950", "ffn --config tiny --tp 4 --rows 7 --arch gfx942",
        "hsa-mono-check ffn: --arch gfx942: agent 0 is a gfx950 (the software agent as HSAMONO_SIM_ARCH=gfx950 "
@@ -393,6 +395,16 @@ START_TEST(ffn_harness_gfx942) {
     snprintf(held, sizeof held, "rank %u: holds rank 0's bits", r);
     ck_assert_ptr_nonnull(strstr(out, held));
   }
+  free(out);
+  /* the whole layer on gfx942 (K1, K2: two token passes of a REUSE layer): every figure exact against
+   * the reference's gfx942 mode, as test layer_942 finds it */
+  ck_assert_msg(run_sim_env(NULL, "layer --config tiny --layer 3 --tp 4 --rows 7 --arch gfx942", &out) == 0,
+                "layer: %s", out);
+  ck_assert_msg(strstr(out, ", gfx942, seed 1,") && strstr(out, "4 x gfx942"), "layer: not on gfx942: %s", out);
+  static const char *const exact[] = {"  x        max_abs 0 ", "  res      max_abs 0 ", "  normed   max_abs 0 ",
+                                      "  kt       differ 0 of", "\nPASS\n"};
+  for (unsigned i = 0; i < sizeof exact / sizeof *exact; i++)
+    ck_assert_msg(strstr(out, exact[i]), "layer: no \"%s\": %s", exact[i], out);
   free(out);
   for (unsigned i = 0; i < sizeof bad / sizeof *bad; i++) {
     ck_assert_msg(run_sim_env(bad[i].env, bad[i].args, &out) == 2, "%s: not exit status 2", bad[i].args);

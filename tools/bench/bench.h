@@ -69,11 +69,11 @@ typedef struct bench_layer_row {
 } bench_layer_row;
 
 /* Times whole steps of layer cfg (generated weights of seed, its kind's parts) on a TP group of tp on
- * rt: for each of rows[0..nrows), one warm-up step and `steps` timed ones of a generated step of that
+ * rt in arch's layouts (gfx942: its copies and FNUZ SWA records): for each of rows[0..nrows), one warm-up step and `steps` timed ones of a generated step of that
  * many rows (one request, past the window) into out[]. reduced: cfg's routing is not the model's;
  * ctas: the grid (0: launch_tool_grid's). tl: NULL, or where each rank's last K1 and K2 timelines of
  * each width go (--timeline). 0, or 1 with the error printed. */
-int bench_layer_time(hm_runtime *rt, const hm_layer_config *cfg, bool reduced, uint32_t tp, const uint32_t *rows,
-                     unsigned nrows, uint32_t steps, uint64_t seed, long ctas, bench_tl *tl, bench_layer_row *out);
+int bench_layer_time(hm_runtime *rt, const hm_layer_config *cfg, bool reduced, uint32_t tp, hm_arch arch,
+                     const uint32_t *rows, unsigned nrows, uint32_t steps, uint64_t seed, long ctas, bench_tl *tl, bench_layer_row *out);
 
 #endif /* HM_BENCH_H */

@@ -16,12 +16,12 @@
  * ratio-2 layer 512 compressed entries, a ratio-1 layer more than the 512 it picks) */
 #define BENCH_CTX 1024
 
-int bench_layer_time(hm_runtime *rt, const hm_layer_config *cfg, bool reduced, uint32_t tp, const uint32_t *rows,
-                     unsigned nrows, uint32_t steps, uint64_t seed, long ctas, bench_tl *tl, bench_layer_row *out) {
+int bench_layer_time(hm_runtime *rt, const hm_layer_config *cfg, bool reduced, uint32_t tp, hm_arch arch,
+                     const uint32_t *rows, unsigned nrows, uint32_t steps, uint64_t seed, long ctas, bench_tl *tl, bench_layer_row *out) {
   layer_tool L;
   hm_ffn_config run = ffn_tool_launch(rt, reduced, ctas);
   run.timeline = tl != NULL;
-  if (layer_tool_open(&L, rt, cfg, tp, seed, NULL, 0, &run, NULL) != HM_OK) {
+  if (layer_tool_open(&L, rt, cfg, tp, seed, NULL, 0, arch, &run, NULL) != HM_OK) {
     fprintf(stderr, "hsa-mono-bench: layer %d: %s\n", cfg->layer, hm_errmsg());
     return 1;
   }
@@ -37,6 +37,7 @@ int bench_layer_time(hm_runtime *rt, const hm_layer_config *cfg, bool reduced, u
       break;
     }
     if (hm_config_has(cfg, HM_ROLE_FIRST)) step.in.res = NULL; /* the embedding in x */
+    layer_tool_step_arch(&step, arch);
     step.in.engram_table = &L.table;
     /* an index source's indexer keys of the entries before the step, as the serving stack holds them */
     for (uint32_t r = 0; r < tp && !st && hm_config_has(cfg, HM_ROLE_INDEX_SOURCE); r++)
@@ -90,7 +91,7 @@ static void usage(FILE *f) {
           "routed experts of v41-flash are cut to 32 (top-6) so a step takes seconds (--experts E: another\n"
           "count; every line says the run is reduced), its times are CPU times, printed for the record, not\n"
           "GPU figures, and its grid is 8 CTAs a rank (--ctas G: another grid; a GPU's default is one CTA a CU).\n"
-          BENCH_TL_HELP LAUNCH_TOOL_ARCH_K12_HELP);
+          BENCH_TL_HELP LAUNCH_TOOL_ARCH_LAYER_HELP);
 }
 
 int bench_layer(int argc, char **argv) {
@@ -125,12 +126,22 @@ int bench_layer(int argc, char **argv) {
     }
   }
   if (cli_end(&c, argc, argv)) return CLI_EXIT_MISUSE;
-  if (launch_tool_arch_k12(&c, arch_word)) return CLI_EXIT_MISUSE;
+  const hm_arch arch = launch_tool_arch(arch_word);
+  uint32_t most = 0;
+  for (unsigned i = 0; i < nrows; i++) most = rows[i] > most ? rows[i] : most;
+  if (launch_tool_arch_shape(&c, arch, tp, most)) return CLI_EXIT_MISUSE;
   hm_layer_config named;
   bool red;
   if (ffn_tool_layer(model, layer, experts > 0 ? experts : 0, 0, &named, &red) != HM_OK)
     return cli_refuse(&c, "%s", hm_errmsg());
+  launch_tool_arch_select(arch);
   hm_runtime *rt = bench_open();
+  if (launch_tool_arch_agents(c.prog, rt, (uint32_t)tp, arch)) {
+    hm_runtime_close(rt);
+    return CLI_EXIT_NOT_RUN;
+  }
+  /* the part's HBM: the floor a step's bytes are set against */
+  const bench_part part = bench_part_of(arch);
   const bool sim = hm_runtime_is_sim(rt);
   if (!steps) steps = sim ? 2 : 100;
   /* the software agent's default: 32 of V4.1-Flash's routed experts, so a step takes seconds */
@@ -145,19 +156,22 @@ int bench_layer(int argc, char **argv) {
   char kind[64], note[96];
   snprintf(note, sizeof note, "%s%s%s", sim || reduced ? "  (" : "", sim ? "software agent: CPU time" : "",
            reduced ? (sim ? "; REDUCED experts)" : "REDUCED experts)") : sim ? ")" : "");
-  printf("# whole layer: %s layer %ld (%s), hidden %u, %u heads, %u experts top-%u%s, TP%ld, %ld steps a width\n",
+  printf("# whole layer: %s layer %ld (%s), hidden %u, %u heads, %u experts top-%u%s, TP%ld, %s (%s, HBM %.1f TB/s "
+         "peak), %ld steps a width\n",
          model, layer, layer_tool_kind(&cfg, kind, sizeof kind), cfg.hidden, cfg.heads, cfg.experts, cfg.topk,
-         reduced ? " (REDUCED expert count)" : "", tp, steps);
+         reduced ? " (REDUCED expert count)" : "", tp, arch_word, part.name, part.peak / 1e12, steps);
   bench_layer_row out[MAX_ROWS_LIST];
   bench_tl *tl = tlpath ? bench_tl_new(tlpath) : NULL;
   int rc = tlpath && !tl;
   if (rc) fprintf(stderr, "hsa-mono-bench layer: --timeline: out of memory\n");
-  if (!rc) rc = bench_layer_time(rt, &cfg, reduced, (uint32_t)tp, rows, nrows, (uint32_t)steps, seed, ctas, tl, out);
+  if (!rc) rc = bench_layer_time(rt, &cfg, reduced, (uint32_t)tp, arch, rows, nrows, (uint32_t)steps, seed, ctas, tl, out);
   if (!rc) {
-    printf("%6s %12s %10s %12s %12s %12s %9s\n", "rows", "us/step", "experts", "bytes/rank", "floor_us@8.0",
-           "floor_us@7.2", "x_floor");
+    char fpeak[24], freal[24];
+    snprintf(fpeak, sizeof fpeak, "floor_us@%.1f", part.peak / 1e12);
+    snprintf(freal, sizeof freal, "floor_us@%.1f", part.real / 1e12);
+    printf("%6s %12s %10s %12s %12s %12s %9s\n", "rows", "us/step", "experts", "bytes/rank", fpeak, freal, "x_floor");
     for (unsigned i = 0; i < nrows; i++) {
-      double f8 = (double)out[i].bytes / BENCH_HBM_PEAK * 1e6, f7 = (double)out[i].bytes / BENCH_HBM_REAL * 1e6;
+      double f8 = (double)out[i].bytes / part.peak * 1e6, f7 = (double)out[i].bytes / part.real * 1e6;
       printf("%6u %12.1f %10u %12llu %12.2f %12.2f %9.1f%s\n", out[i].rows, out[i].us, out[i].experts,
              (unsigned long long)out[i].bytes, f8, f7, out[i].us / f8, note);
     }

@@ -46,7 +46,7 @@ static void usage(FILE *f) {
           "steps a width (default 100 on a GPU, 1 on the software agent) after a warm-up. On the software\n"
           "agent the routed experts of v41-flash are cut to 32 (--experts E: another count), every line says\n"
           "so and that its times are CPU times, and the grid is 8 CTAs a rank (--ctas G: another grid).\n"
-          LAUNCH_TOOL_ARCH_K12_HELP);
+          LAUNCH_TOOL_ARCH_LAYER_HELP);
 }
 
 int bench_model(int argc, char **argv) {
@@ -82,7 +82,10 @@ int bench_model(int argc, char **argv) {
     }
   }
   if (cli_end(&c, argc, argv)) return CLI_EXIT_MISUSE;
-  if (launch_tool_arch_k12(&c, arch_word)) return CLI_EXIT_MISUSE;
+  const hm_arch arch = launch_tool_arch(arch_word);
+  uint32_t most = 0;
+  for (unsigned i = 0; i < nrows; i++) most = rows[i] > most ? rows[i] : most;
+  if (launch_tool_arch_shape(&c, arch, tp, most)) return CLI_EXIT_MISUSE;
   /* every layer given takes --experts (a count below a layer's top-k does not) */
   for (unsigned i = 0; i < nl; i++) {
     hm_layer_config probe;
@@ -90,7 +93,17 @@ int bench_model(int argc, char **argv) {
     if (ffn_tool_layer(model, layers[i], experts > 0 ? experts : 0, 0, &probe, &red) != HM_OK)
       return cli_refuse(&c, "%s", hm_errmsg());
   }
+  launch_tool_arch_select(arch);
   hm_runtime *rt = bench_open();
+  if (launch_tool_arch_agents(c.prog, rt, (uint32_t)tp, arch)) {
+    hm_runtime_close(rt);
+    return CLI_EXIT_NOT_RUN;
+  }
+  /* the part's HBM: the floor a step's bytes are set against */
+  const bench_part part = bench_part_of(arch);
+  char fpeak[24], freal[24];
+  snprintf(fpeak, sizeof fpeak, "floor_us@%.1f", part.peak / 1e12);
+  snprintf(freal, sizeof freal, "floor_us@%.1f", part.real / 1e12);
   const bool sim = hm_runtime_is_sim(rt);
   if (!steps) steps = sim ? 1 : 100;
   if (experts < 0) experts = sim && !strcmp(model, "v41-flash") ? 32 : 0;
@@ -114,11 +127,12 @@ int bench_model(int argc, char **argv) {
   int rc = CLI_EXIT_NOT_RUN, reduced_any = 0;
   char note[96] = "";
   if (!out || !us || !bytes) goto done;
-  printf("# whole layers of %s, TP%ld, %ld steps a width; the step: %s\n", model, tp, steps,
+  printf("# whole layers of %s, TP%ld, %s (%s, HBM %.1f TB/s peak), %ld steps a width; the step: %s\n", model, tp,
+         arch_word, part.name, part.peak / 1e12, steps,
          whole ? "the model's 43 layers, each kind's time counted as often as the model has it"
                : "the layers given, each once");
   printf("%6s %6s %12s %10s %12s %12s %12s %9s %6s  %s\n", "layer", "rows", "us/layer", "experts", "bytes/rank",
-         "floor_us@8.0", "floor_us@7.2", "x_floor", "count", "kind");
+         fpeak, freal, "x_floor", "count", "kind");
   for (unsigned i = 0; i < nl; i++) {
     hm_layer_config cfg;
     bool reduced;
@@ -130,11 +144,12 @@ int bench_model(int argc, char **argv) {
     snprintf(note, sizeof note, "%s%s%s", sim || reduced ? "  (" : "", sim ? "software agent: CPU time" : "",
              reduced ? (sim ? "; REDUCED experts)" : "REDUCED experts)") : sim ? ")" : "");
     bench_layer_row *r = out + (size_t)i * nrows;
-    if (bench_layer_time(rt, &cfg, reduced, (uint32_t)tp, rows, nrows, (uint32_t)steps, seed, ctas, NULL, r)) goto done;
+    if (bench_layer_time(rt, &cfg, reduced, (uint32_t)tp, arch, rows, nrows, (uint32_t)steps, seed, ctas, NULL, r))
+      goto done;
     char kind[64];
     layer_tool_kind(&cfg, kind, sizeof kind);
     for (unsigned j = 0; j < nrows; j++) {
-      double f8 = (double)r[j].bytes / BENCH_HBM_PEAK * 1e6, f7 = (double)r[j].bytes / BENCH_HBM_REAL * 1e6;
+      double f8 = (double)r[j].bytes / part.peak * 1e6, f7 = (double)r[j].bytes / part.real * 1e6;
       printf("%6ld %6u %12.1f %10u %12llu %12.2f %12.2f %9.1f %6u  %s%s\n", layers[i], r[j].rows, r[j].us,
              r[j].experts, (unsigned long long)r[j].bytes, f8, f7, r[j].us / f8, count[i], kind, note);
       us[j] += count[i] * r[j].us, bytes[j] += (double)count[i] * (double)r[j].bytes;
@@ -145,7 +160,7 @@ int bench_model(int argc, char **argv) {
   snprintf(note, sizeof note, "%s%s%s", sim || reduced_any ? "  (" : "", sim ? "software agent: CPU time" : "",
            reduced_any ? (sim ? "; REDUCED experts)" : "REDUCED experts)") : sim ? ")" : "");
   for (unsigned j = 0; j < nrows; j++) {
-    double f8 = bytes[j] / BENCH_HBM_PEAK * 1e6, f7 = bytes[j] / BENCH_HBM_REAL * 1e6;
+    double f8 = bytes[j] / part.peak * 1e6, f7 = bytes[j] / part.real * 1e6;
     printf("%6s %6u %12.1f %10s %12.0f %12.2f %12.2f %9.1f %6u  %s%s\n", "step", rows[j], us[j], "-", bytes[j], f8, f7,
            us[j] / f8, total, "the sum", note);
   }
