@@ -529,6 +529,43 @@ START_TEST(replay_one_more) {
 }
 END_TEST
 
+/* A replay of several steps publishes every step's header (a ring of 8 a rank): each rank's chain
+ * records three all-reduces, alike but for the second (rank 0 reduces 2 rows there, rank 1 one).
+ * The first steps agree; the second disagreement is found and named, as the first would be. */
+START_TEST(replay_second_step_disagrees) {
+  tp2 t;
+  tp2_open(&t, &bounded, 8100);
+  const hm_ar_config ac = {.width = 64, .max_rows = 2, .timeout_ns = PEER_NS};
+  hm_ar *ar[2];
+  hm_chain *c[2];
+  for (uint32_t r = 0; r < 2; r++) {
+    ck_assert_msg(hm_ar_create(t.h[r], &ac, &ar[r]) == HM_OK, "%s", hm_errmsg());
+    ck_assert_int_eq(hm_chain_create(t.q[r], &c[r]), HM_OK);
+    for (uint32_t j = 0; j < 3; j++) {
+      uint32_t rows = j == 1 && r == 0 ? 2 : 1;
+      ck_assert_msg(hm_ar_record(ar[r], c[r], t.b[r].buf[1], t.b[r].buf[6], rows) == HM_OK, "%s", hm_errmsg());
+    }
+  }
+  rank_replay rr[2] = {{.c = c[0]}, {.c = c[1]}};
+  pthread_t th[2];
+  double t0 = now_s();
+  for (uint32_t r = 0; r < 2; r++) ck_assert_int_eq(pthread_create(&th[r], NULL, replay_main, &rr[r]), 0);
+  for (uint32_t r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  const hm_status st[2] = {rr[0].st, rr[1].st};
+  char err[2][1024];
+  const double end[2] = {rr[0].end, rr[1].end};
+  for (uint32_t r = 0; r < 2; r++) snprintf(err[r], sizeof err[r], "%s", rr[r].err);
+  /* no step ran before: the replay's steps are 1, 2 and 3, and the second is named */
+  expect_both_named(st, err, end, t0, "step 2 is an all-reduce of ", "an all-reduce of 2 rows");
+  for (uint32_t r = 0; r < 2; r++) ck_assert_msg(strstr(err[r], "an all-reduce of 1 rows"), "%s", err[r]);
+  for (uint32_t r = 0; r < 2; r++) {
+    hm_chain_destroy(c[r]);
+    ck_assert_int_eq(hm_ar_destroy(ar[r]), HM_OK);
+  }
+  tp2_close(&t);
+}
+END_TEST
+
 /* The bounds must be ordered so the first to expire names the root cause. */
 START_TEST(bounds_out_of_order_refused) {
   tp2 t;
@@ -560,6 +597,7 @@ Suite *hm_test_suite(void) {
       {"layers_disagree", layers_disagree},
       {"replay_rows_disagree", replay_rows_disagree},
       {"replay_one_more", replay_one_more},
+      {"replay_second_step_disagrees", replay_second_step_disagrees},
       {"bounds_out_of_order_refused", bounds_out_of_order_refused},
   };
   return TL_SUITE("group_fail", tests, 120);
