@@ -217,7 +217,7 @@ hm_status hm_ar_record(hm_ar *ar, hm_chain *c, const void *in, void *out, uint32
     ar->rec = r, ar->rec_cap = cap;
   }
   /* each replay is a step of the group: it fails together, as hm_allreduce's do */
-  if ((s = hm_heap_record(ar->h, c, ar->status))) return s;
+  if ((s = hm_heap_record(ar->h, c, ar->status, HM_STEP_ALLREDUCE, -1, rows))) return s;
   void *ka;
   if ((s = hm_kernarg_new(ar->a, &args, sizeof args, &ka))) return s;
   d.kernarg = ka;

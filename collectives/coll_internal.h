@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "hm_collectives.h"
+#include "kernels/ar_args.h"
 
 struct hm_heap {
   hm_runtime *rt;
@@ -22,9 +23,19 @@ struct hm_heap {
   pthread_mutex_t lock;
   unsigned users;                 /* hm_heap_retain: all-reduces, FFN/K2 runners on this heap */
   bool failed;                    /* this rank's reason is in its arena (hm_heap_fail) */
-  uint64_t header;                /* this rank's step header (hm_heap_step_begin), 0 before any */
+  uint64_t header;                /* this rank's latest step header (hm_heap_step_begin), 0 before any */
+  uint64_t mine[AR_HEADER_RING];  /* its latest steps' headers, step n at n % AR_HEADER_RING */
   hm_signal copies;               /* counts down the header's copies into every arena */
 };
+
+/* A step's header without its number (the kind, layer and rows a record keeps). */
+uint64_t hm_heap_shape(hm_step_kind kind, int32_t layer, uint32_t rows);
+/* The next n steps of this rank (a replay's recorded steps, in order) take the next numbers, the
+ * first of them *first, and their headers (shapes[i], numbered) go into every arena at once. */
+hm_status hm_heap_steps_begin(hm_heap *h, const uint64_t *shapes, unsigned n, uint32_t *first);
+/* Compare this rank's steps numbered first .. its latest (at most AR_HEADER_RING of them) with
+ * the peers' headers of the same numbers: a disagreement stops the group (*stopped) naming both. */
+hm_status hm_heap_compare_steps(hm_heap *h, uint32_t first, bool *stopped);
 
 /* This rank's abort word (0: the group is up), read through the copy engine. */
 hm_status hm_heap_read_abort(hm_heap *h, uint32_t *code);
@@ -41,5 +52,8 @@ static inline uint64_t hm_coll_left(uint64_t deadline) {
   return now < deadline ? deadline - now : 0;
 }
 
+
+_Static_assert(AR_HEADERS_OFF + 8u * AR_MAX_TP * AR_HEADER_RING <= AR_REASON_OFF,
+               "the header rings fit the control page");
 
 #endif /* HM_COLL_INTERNAL_H */

@@ -12,10 +12,17 @@
 #define HELLO_VERSION 1u
 #define DEFAULT_ROWS 48u
 #define DEFAULT_WIDTH 5120u
-/* the host stage page: words 64.. the abort words' copies, then a reason going out, one coming in */
+/* the host stage page: words 64.. the abort words' copies; bytes from STAGE_HEADERS_OUT this
+ * rank's header ring going out, from STAGE_HEADERS_IN the arena's header rings read back; then a
+ * reason going out, one coming in */
+#define STAGE_HEADERS_OUT 1024u
+#define STAGE_HEADERS_IN 1536u
 #define STAGE_REASON_OUT 2048u
 #define STAGE_REASON_IN (STAGE_REASON_OUT + AR_REASON_BYTES)
 _Static_assert(STAGE_REASON_IN + AR_REASON_BYTES <= 4096, "the reasons fit the stage page");
+_Static_assert(STAGE_HEADERS_OUT + 8u * AR_HEADER_RING <= STAGE_HEADERS_IN &&
+                   STAGE_HEADERS_IN + 8u * AR_HEADER_RING * AR_MAX_TP <= STAGE_REASON_OUT,
+               "the header rings fit the stage page");
 
 /* Round 1: who I am, my arena's handle, or why I could not make one. */
 struct hello {
@@ -370,14 +377,21 @@ hm_status hm_heap_fail(hm_heap *h, hm_status s, const char *reason) {
 
 /* ---------------------------------------------------------------- step headers
  *
- * One u64 a rank: the step's number (32 bits, from 1), kind (4), layer + 1 (12) and rows (16),
- * written whole by one copy into its slot of every arena, so a host reads each peer's slot as one
- * step's header or the next's, all of them in one copy of its own arena's table. */
+ * One u64 a step: its number (32 bits, from 1), kind (4), layer + 1 (12) and rows (16). A rank
+ * keeps its latest AR_HEADER_RING steps' headers, step n in slot n % AR_HEADER_RING of its row in
+ * every arena, each written whole by its copy, so a host reads a peer's slot as one step's header
+ * or a later one's, every peer's row in one copy of its own arena's table. A direct step publishes
+ * one header; a replay publishes all of its recorded steps' before its doorbell, so a peer whose
+ * step of the same number is another shape, direct or replayed, sees the disagreement. */
+
+#define RING AR_HEADER_RING
 
 static uint64_t header_of(uint32_t n, uint32_t kind, int32_t layer, uint32_t rows) {
   return (uint64_t)n << 32 | (uint64_t)(kind & 0xfu) << 28 | (uint64_t)((uint32_t)(layer + 1) & 0xfffu) << 16 |
          (rows & 0xffffu);
 }
+
+uint64_t hm_heap_shape(hm_step_kind kind, int32_t layer, uint32_t rows) { return header_of(0, kind, layer, rows); }
 
 #define KIND_REFUSED 0xfu /* a step this rank refused before its launch; rows: its hm_status */
 
@@ -389,28 +403,57 @@ static void describe_header(uint64_t hd, char *buf, size_t cap) {
   else snprintf(buf, cap, "%s of %u rows", k, rows);
 }
 
+/* This rank's headers of steps first .. first + n - 1 (n <= RING, already in h->mine) into its row
+ * of every arena, the copies in flight together, one wait for all. Caller holds the lock. */
+static hm_status publish(hm_heap *h, uint32_t first, unsigned n) {
+  uint8_t *out = (uint8_t *)h->stage + STAGE_HEADERS_OUT;
+  memcpy(out, h->mine, sizeof h->mine);
+  unsigned a = first % RING, n1 = n < RING - a ? n : RING - a, n2 = n - n1; /* the ring may wrap */
+  unsigned want = h->tp * (n2 ? 2u : 1u), issued = 0;
+  hm_signal_store(h->rt, h->copies, want);
+  hm_status s = HM_OK;
+  for (unsigned r = 0; r < h->tp && !s; r++) {
+    uint8_t *row = h->peer[r] + AR_HEADERS_OFF + 8u * RING * h->rank;
+    if (!(s = hm_mem_copy(h->rt, row + 8u * a, out + 8u * a, 8u * n1, h->copies))) issued++;
+    if (!s && n2 && !(s = hm_mem_copy(h->rt, row, out, 8u * n2, h->copies))) issued++;
+  }
+  /* each copy issued counts the signal down by one */
+  hm_status w = hm_signal_wait(h->rt, h->copies, HM_WAIT_LT, (int64_t)(want - issued) + 1, 60000000000ull, false, NULL);
+  return s ? s : w;
+}
+
+/* The next step takes the next number with header hd's shape. Caller holds the lock. */
+static uint32_t take_number(hm_heap *h, uint64_t shape) {
+  uint32_t n = (uint32_t)(h->header >> 32) + 1u;
+  h->header = (uint64_t)n << 32 | (shape & 0xffffffffu);
+  h->mine[n % RING] = h->header;
+  return n;
+}
+
 hm_status hm_heap_step_begin(hm_heap *h, hm_step_kind kind, int32_t layer, uint32_t rows) {
   if (!h) return hm_fail(HM_ERR_INVALID_ARG, "hm_heap_step_begin: NULL heap");
   pthread_mutex_lock(&h->lock);
-  h->header = header_of((uint32_t)(h->header >> 32) + 1u, kind, layer, rows);
-  memcpy(h->stage + 96, &h->header, 8);
-  /* the tp copies in flight together, one wait for all */
-  hm_signal_store(h->rt, h->copies, h->tp);
-  hm_status s = HM_OK;
-  unsigned issued = 0;
-  for (unsigned r = 0; r < h->tp && !s; r++)
-    if (!(s = hm_mem_copy(h->rt, h->peer[r] + AR_HEADERS_OFF + 8u * h->rank, h->stage + 96, 8, h->copies))) issued++;
-  /* each copy issued counts the signal down by one */
-  hm_status w = hm_signal_wait(h->rt, h->copies, HM_WAIT_LT, (int64_t)(h->tp - issued) + 1, 60000000000ull, false, NULL);
+  hm_status s = publish(h, take_number(h, hm_heap_shape(kind, layer, rows)), 1);
   pthread_mutex_unlock(&h->lock);
-  return s ? s : w;
+  return s;
+}
+
+hm_status hm_heap_steps_begin(hm_heap *h, const uint64_t *shapes, unsigned n, uint32_t *first) {
+  if (!h || !first || (n && !shapes)) return hm_fail(HM_ERR_INVALID_ARG, "hm_heap_steps_begin: NULL argument");
+  pthread_mutex_lock(&h->lock);
+  *first = (uint32_t)(h->header >> 32) + 1u;
+  for (unsigned i = 0; i < n; i++) take_number(h, shapes[i]);
+  /* a replay of more steps than the ring holds publishes (and compares) its last RING */
+  unsigned kept = n < RING ? n : RING;
+  hm_status s = kept ? publish(h, *first + (n - kept), kept) : HM_OK;
+  pthread_mutex_unlock(&h->lock);
+  return s;
 }
 
 hm_status hm_heap_step_refused(hm_heap *h, hm_status s) {
   if (!h || s == HM_OK || s == HM_ERR_PEER || h->tp == 1) return s;
   char msg[AR_REASON_BYTES];
   snprintf(msg, sizeof msg, "%s", hm_errmsg());
-  hm_signal none = {0};
   char prefix[40];
   snprintf(prefix, sizeof prefix, "refused its step %u: ", (unsigned)(h->header >> 32) + 1u);
   pthread_mutex_lock(&h->lock);
@@ -422,44 +465,61 @@ hm_status hm_heap_step_refused(hm_heap *h, hm_status s) {
    * rank's stale refusal under its number while this rank was still on its way (seen under chaos:
    * a refused step and a good one after it stopped the group). Ranks that all refuse alike all
    * take the number, and stay in step. */
-  h->header = header_of((uint32_t)(h->header >> 32) + 1u, KIND_REFUSED, -1, (uint32_t)s);
-  uint64_t hd = h->header;
-  memcpy(h->stage + 98, &hd, 8);
-  for (unsigned r = 0; r < h->tp && !w; r++)
-    if (r != h->rank) w = hm_mem_copy(h->rt, h->peer[r] + AR_HEADERS_OFF + 8u * h->rank, h->stage + 98, 8, none);
+  uint32_t n = take_number(h, header_of(0, KIND_REFUSED, -1, (uint32_t)s));
+  if (!w) w = publish(h, n, 1);
   pthread_mutex_unlock(&h->lock);
   if (w) hm_log(HM_LOG_ERROR, "heap (rank %u of %u): could not tell the peers of a refused step: %s", h->rank, h->tp,
                 hm_errmsg());
   return hm_fail(s, "%s", msg);
 }
 
-/* Stop the group (*stopped) if a peer's current step has this rank's number and another shape. */
-static hm_status compare_steps(hm_heap *h, bool *stopped) {
+/* The first (lowest step, then lowest rank) of the peers' headers numbered lo .. latest that is
+ * not this rank's header of that number: *rank_out, *step_out and *hd_out; false if none. */
+static bool find_disagreement(const hm_heap *h, const uint64_t *t, uint32_t lo, uint32_t latest, unsigned *rank_out,
+                              uint32_t *step_out, uint64_t *hd_out) {
+  for (uint32_t m = lo; m <= latest && m >= lo; m++)
+    for (unsigned r = 0; r < h->tp; r++) {
+      uint64_t hd = t[r * RING + m % RING];
+      if (r == h->rank || hd >> 32 != m || hd == h->mine[m % RING]) continue;
+      *rank_out = r, *step_out = m, *hd_out = hd;
+      return true;
+    }
+  return false;
+}
+
+hm_status hm_heap_compare_steps(hm_heap *h, uint32_t first, bool *stopped) {
   hm_signal none = {0};
-  uint64_t t[HM_MAX_TP];
+  uint64_t t[AR_MAX_TP * RING];
+  uint32_t latest = (uint32_t)(h->header >> 32);
+  /* only the ring's steps are still in it */
+  uint32_t lo = first ? first : 1u;
+  if (latest >= RING && lo < latest - RING + 1u) lo = latest - RING + 1u;
+  if (!latest || lo > latest) return HM_OK;
   hm_status s = HM_OK;
   for (int look = 0; look < 2 && !s; look++) {
     pthread_mutex_lock(&h->lock);
-    s = hm_mem_copy(h->rt, h->stage + 100, h->arena + AR_HEADERS_OFF, 8u * h->tp, none);
-    memcpy(t, h->stage + 100, 8u * h->tp);
+    uint8_t *in = (uint8_t *)h->stage + STAGE_HEADERS_IN;
+    s = hm_mem_copy(h->rt, in, h->arena + AR_HEADERS_OFF, 8u * RING * h->tp, none);
+    memcpy(t, in, 8u * RING * h->tp);
     pthread_mutex_unlock(&h->lock);
-    unsigned r = 0;
-    while (r < h->tp && (r == h->rank || t[r] >> 32 != h->header >> 32 || t[r] == h->header)) r++;
-    if (s || r == h->tp) return s;
+    unsigned r;
+    uint32_t m;
+    uint64_t hd;
+    if (s || !find_disagreement(h, t, lo, latest, &r, &m, &hd)) return s;
     if (look == 0) continue; /* seen once: look again, a copy racing that peer's next header */
     *stopped = true;
-    if ((uint32_t)(t[r] >> 28 & 0xfu) == KIND_REFUSED) {
+    if ((uint32_t)(hd >> 28 & 0xfu) == KIND_REFUSED) {
       /* the peer refused the step this rank launched: it names itself and its reason */
       pthread_mutex_lock(&h->lock);
-      s = set_abort_words(h, AR_STATUS(AR_ERR_FAILED, r + 1u, (uint32_t)t[r] & 0xffffu));
+      s = set_abort_words(h, AR_STATUS(AR_ERR_FAILED, r + 1u, (uint32_t)hd & 0xffffu));
       pthread_mutex_unlock(&h->lock);
       return s;
     }
     char a[96], b[96], msg[400];
-    describe_header(t[r], a, sizeof a);
-    describe_header(h->header, b, sizeof b);
+    describe_header(hd, a, sizeof a);
+    describe_header(h->mine[m % RING], b, sizeof b);
     snprintf(msg, sizeof msg, "rank %u's step %u is %s, rank %u's is %s (every rank must make the same steps)", r,
-             (unsigned)(h->header >> 32), a, h->rank, b);
+             (unsigned)m, a, h->rank, b);
     return stop_group(h, AR_STATUS(AR_ERR_STEP, h->rank + 1u, 0u), msg);
   }
   return s;
@@ -468,6 +528,7 @@ static hm_status compare_steps(hm_heap *h, bool *stopped) {
 hm_status hm_heap_wait_step(hm_heap *h, hm_queue *q, hm_signal done, uint64_t timeout_ns) {
   if (!h || !q) return hm_fail(HM_ERR_INVALID_ARG, "hm_heap_wait_step: NULL heap or queue");
   uint64_t start = hm_coll_now_ns(), slice = 2000000ull; /* 2 ms, growing to 50 ms */
+  uint32_t step = (uint32_t)(h->header >> 32);
   bool stopped = false;
   for (;;) {
     uint64_t spent = hm_coll_now_ns() - start, left = spent < timeout_ns ? timeout_ns - spent : 0;
@@ -476,7 +537,7 @@ hm_status hm_heap_wait_step(hm_heap *h, hm_queue *q, hm_signal done, uint64_t ti
      * came after them), so a step that completed on pushes laid out alike for another step (the
      * same rows, another kind) is caught here rather than returning its mixture. */
     if (s == HM_OK) {
-      if (h->header && !stopped && (s = compare_steps(h, &stopped))) return s;
+      if (step && !stopped && (s = hm_heap_compare_steps(h, step, &stopped))) return s;
       /* a group stopped while this launch ran, or a disagreement found now, is the step's answer */
       return stopped ? hm_heap_check(h) : HM_OK;
     }
@@ -489,9 +550,9 @@ hm_status hm_heap_wait_step(hm_heap *h, hm_queue *q, hm_signal done, uint64_t ti
       return hm_fail(HM_ERR_TIMEOUT, "the launch had not ended after %.3f s (the step bound)", timeout_ns / 1e9);
     /* A step that takes this long may be waiting for a peer in another step: once the group is
      * stopped, the launch ends at its next poll, and this wait sees it end. */
-    if (h->header && !stopped) {
+    if (step && !stopped) {
       uint32_t code = 0;
-      if ((s = compare_steps(h, &stopped)) || (s = hm_heap_read_abort(h, &code))) return s;
+      if ((s = hm_heap_compare_steps(h, step, &stopped)) || (s = hm_heap_read_abort(h, &code))) return s;
       stopped = stopped || code != 0;
     }
     if (slice < 50000000ull) slice *= 2;

@@ -134,11 +134,16 @@ hm_status hm_heap_step_refused(hm_heap *h, hm_status s);
 hm_status hm_heap_wait_step(hm_heap *h, hm_queue *q, hm_signal done, uint64_t timeout_ns);
 
 /* A launch of this heap's recorded into chain c (by hm_ffn_record, hm_k2_record, hm_layer_record,
- * hm_ar_record), `status` its status word: every replay of c is then a step of the group. A replay
- * is refused once the group has failed; a replay or wait that fails on this rank (its queue's
- * fault, the wait's bound) stops the group with its reason, so the peers' replays end at once; a
- * replay that a peer's failure ended makes hm_chain_wait return HM_ERR_PEER with that peer's reason. */
-hm_status hm_heap_record(hm_heap *h, hm_chain *c, const uint32_t *status);
+ * hm_ar_record), `status` its status word, (kind, layer, rows) its step's shape: every replay of c
+ * is then a step of the group for each launch recorded, in order. A replay is refused once the
+ * group has failed; before its doorbell its steps take their numbers and publish their headers as
+ * direct steps do (at most the last 8 of a chain are compared), so ranks whose replays (or a replay
+ * and a direct step) disagree fail at once naming both steps; a replay or wait that fails on this
+ * rank (its queue's fault, the wait's bound) stops the group with its reason, so the peers'
+ * replays end at once; a replay that a peer's failure ended makes hm_chain_wait return
+ * HM_ERR_PEER with that peer's reason. */
+hm_status hm_heap_record(hm_heap *h, hm_chain *c, const uint32_t *status, hm_step_kind kind, int32_t layer,
+                         uint32_t rows);
 
 /* One line for a status or abort word a launch reported (kernels/ar_args.h's encoding), with the
  * failed rank's own reason when one stopped the group: for the runners of kernels that link to

@@ -13,9 +13,10 @@
  *                    written by whichever rank gave up first; every poll on a peer watches it
  *     AR_PEERS_OFF   u64 [AR_MAX_TP]: the arena table: every rank's arena as the owner maps it,
  *                    its own included (hm_ar_link.peers points here, in the owner's own arena)
- *     AR_HEADERS_OFF u64 [AR_MAX_TP]: step headers: slot r is rank r's current step through the
- *                    heap, numbered, with its kind, layer and rows, written by rank r into every
- *                    arena (hm_heap_step_begin); the owner's host compares them with its own
+ *     AR_HEADERS_OFF u64 [AR_MAX_TP][AR_HEADER_RING]: step headers: row r is rank r's latest
+ *                    steps through the heap, step n in slot n % AR_HEADER_RING, numbered, with its
+ *                    kind, layer and rows, written by rank r into every arena (hm_heap_step_begin,
+ *                    a chain's replay); the owner's host compares them with its own
  *     AR_REASON_OFF  char [AR_REASON_BYTES]: why the owner's host stopped the group (one line,
  *                    written before it sets any abort word to AR_ERR_FAILED; peers read it)
  *   [AR_CTRL_BYTES, + half)                   half 0: inboxes of even epochs
@@ -30,6 +31,7 @@
 #define AR_PEERS_OFF 128u
 #define AR_SLOT_BYTES 8u
 #define AR_HEADERS_OFF 256u
+#define AR_HEADER_RING 8u /* a replay of up to 8 steps keeps every header */
 #define AR_REASON_OFF 1024u
 #define AR_REASON_BYTES 512u
 

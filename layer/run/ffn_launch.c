@@ -340,7 +340,8 @@ hm_status hm_ffn_append(hm_ffn *f, hm_chain *c, enum ffn_step step, uint32_t row
   hm_status s;
   if ((s = link_args(f, &a.ffn))) return s;
   /* each replay is a step of the group: it fails together, as a step does */
-  if ((s = hm_heap_record(f->heap, c, f->status))) return s;
+  if ((s = hm_heap_record(f->heap, c, f->status, step == FFN_STEP_K2 ? HM_STEP_K2 : HM_STEP_FFN, f->cfg.layer, rows)))
+    return s;
   void *k;
   if ((s = hm_kernarg_new(f->agent, &a, step == FFN_STEP_K2 ? sizeof a.k2 : sizeof a.ffn, &k))) return s;
   hm_dispatch d = {.kernel = f->kernel[step], .ctas = f->grid, .kernarg = k, .barrier = true};

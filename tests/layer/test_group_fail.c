@@ -437,6 +437,135 @@ START_TEST(allreduce_rows_disagree) {
 }
 END_TEST
 
+/* Each rank's chain: its FFN launch of layer 3 recorded for rows[r] (a step of that width
+ * prepared first, as a record requires). */
+static void record_ffn(tp2 *t, const uint32_t rows[2], hm_chain *c[2]) {
+  for (uint32_t r = 0; r < 2; r++) {
+    hm_ffn_io io = t->b[r].io;
+    io.rows = rows[r];
+    ck_assert_msg(hm_ffn_prepare(t->f[r], rows[r]) == HM_OK, "%s", hm_errmsg());
+    ck_assert_int_eq(hm_chain_create(t->q[r], &c[r]), HM_OK);
+    ck_assert_msg(hm_ffn_record(t->f[r], c[r], &io) == HM_OK, "%s", hm_errmsg());
+  }
+}
+
+/* Both ended HM_ERR_PEER within FAST_S of t0, naming the disagreement and both steps. */
+static void expect_both_named(const hm_status st[2], char err[2][1024], const double end[2], double t0,
+                              const char *a, const char *b) {
+  for (uint32_t r = 0; r < 2; r++) {
+    ck_assert_msg(st[r] == HM_ERR_PEER, "rank %u: %s: %s", r, hm_status_name(st[r]), err[r]);
+    ck_assert_msg(strstr(err[r], "steps disagree") && strstr(err[r], a) && strstr(err[r], b),
+                  "rank %u does not name both steps: %s", r, err[r]);
+    ck_assert_msg(end[r] - t0 < FAST_S, "rank %u ended after %.2f s (peer bound %.0f s): %s", r, end[r] - t0,
+                  PEER_NS / 1e9, err[r]);
+  }
+  fprintf(stderr, "both ranks told within %.3f s: %s\n", (end[0] > end[1] ? end[0] : end[1]) - t0, err[0]);
+}
+
+/* A replay is a step of its own with a header made as it is replayed: rank 0 replays its FFN
+ * launch recorded for 2 rows, rank 1 the same launch recorded for 1 row. Replays carried no header,
+ * so rank 1 completed on rank 0's first row (HM_OK) and rank 0 waited out the peer bound for a
+ * second; both now fail at once naming both steps. */
+START_TEST(replay_rows_disagree) {
+  tp2 t;
+  tp2_open(&t, &bounded, 7800);
+  hm_chain *c[2];
+  const uint32_t rows[2] = {2, 1};
+  record_ffn(&t, rows, c);
+  rank_replay rr[2] = {{.c = c[0]}, {.c = c[1]}};
+  pthread_t th[2];
+  double t0 = now_s();
+  for (uint32_t r = 0; r < 2; r++) ck_assert_int_eq(pthread_create(&th[r], NULL, replay_main, &rr[r]), 0);
+  for (uint32_t r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  const hm_status st[2] = {rr[0].st, rr[1].st};
+  char err[2][1024];
+  const double end[2] = {rr[0].end, rr[1].end};
+  for (uint32_t r = 0; r < 2; r++) snprintf(err[r], sizeof err[r], "%s", rr[r].err);
+  expect_both_named(st, err, end, t0, "an FFN launch step of layer 3, 2 rows", "an FFN launch step of layer 3, 1 rows");
+  /* the stopped group replays nothing more */
+  ck_assert_int_eq(hm_chain_replay(c[1]), HM_ERR_PEER);
+  for (uint32_t r = 0; r < 2; r++) hm_chain_destroy(c[r]);
+  tp2_close(&t);
+}
+END_TEST
+
+/* Rank 0 replays its recorded FFN launch once more than rank 1, whose next step is an all-reduce:
+ * every replay takes a step number, so rank 0's second replay and rank 1's all-reduce are the same
+ * step, and both fail at once naming both (replays took no number: rank 0's replay and rank 1's
+ * all-reduce each waited out the peer bound for the other's pushes). */
+START_TEST(replay_one_more) {
+  tp2 t;
+  tp2_open(&t, &bounded, 7900);
+  hm_chain *c[2];
+  const uint32_t rows[2] = {1, 1};
+  record_ffn(&t, rows, c);
+  const hm_ar_config ac = {.width = 64, .max_rows = 2, .timeout_ns = PEER_NS};
+  rank_ar ra = {.q = t.q[1], .buf = t.b[1].buf[1], .rows = 1};
+  ck_assert_msg(hm_ar_create(t.h[1], &ac, &ra.ar) == HM_OK, "%s", hm_errmsg());
+  hm_ar *ar0;
+  ck_assert_msg(hm_ar_create(t.h[0], &ac, &ar0) == HM_OK, "%s", hm_errmsg());
+  /* the first replay, made by both, agrees */
+  rank_replay rr[2] = {{.c = c[0]}, {.c = c[1]}};
+  pthread_t th[2];
+  for (uint32_t r = 0; r < 2; r++) ck_assert_int_eq(pthread_create(&th[r], NULL, replay_main, &rr[r]), 0);
+  for (uint32_t r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  for (uint32_t r = 0; r < 2; r++) ck_assert_msg(rr[r].st == HM_OK, "rank %u: %s", r, rr[r].err);
+  /* then rank 0 replays again while rank 1 reduces */
+  double t0 = now_s();
+  rr[0] = (rank_replay){.c = c[0]};
+  ck_assert_int_eq(pthread_create(&th[0], NULL, replay_main, &rr[0]), 0);
+  ck_assert_int_eq(pthread_create(&th[1], NULL, ar_main, &ra), 0);
+  for (uint32_t r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  const hm_status st[2] = {rr[0].st, ra.st};
+  char err[2][1024];
+  snprintf(err[0], sizeof err[0], "%s", rr[0].err);
+  snprintf(err[1], sizeof err[1], "%s", ra.err);
+  const double end[2] = {rr[0].end, ra.end};
+  expect_both_named(st, err, end, t0, "an FFN launch step of layer 3, 1 rows", "an all-reduce of 1 rows");
+  for (uint32_t r = 0; r < 2; r++) hm_chain_destroy(c[r]);
+  ck_assert_int_eq(hm_ar_destroy(ra.ar), HM_OK);
+  ck_assert_int_eq(hm_ar_destroy(ar0), HM_OK);
+  tp2_close(&t);
+}
+END_TEST
+
+/* A replay of several steps publishes every step's header (a ring of 8 a rank): each rank's chain
+ * records three all-reduces, alike but for the second (rank 0 reduces 2 rows there, rank 1 one).
+ * The first steps agree; the second disagreement is found and named, as the first would be. */
+START_TEST(replay_second_step_disagrees) {
+  tp2 t;
+  tp2_open(&t, &bounded, 8100);
+  const hm_ar_config ac = {.width = 64, .max_rows = 2, .timeout_ns = PEER_NS};
+  hm_ar *ar[2];
+  hm_chain *c[2];
+  for (uint32_t r = 0; r < 2; r++) {
+    ck_assert_msg(hm_ar_create(t.h[r], &ac, &ar[r]) == HM_OK, "%s", hm_errmsg());
+    ck_assert_int_eq(hm_chain_create(t.q[r], &c[r]), HM_OK);
+    for (uint32_t j = 0; j < 3; j++) {
+      uint32_t rows = j == 1 && r == 0 ? 2 : 1;
+      ck_assert_msg(hm_ar_record(ar[r], c[r], t.b[r].buf[1], t.b[r].buf[6], rows) == HM_OK, "%s", hm_errmsg());
+    }
+  }
+  rank_replay rr[2] = {{.c = c[0]}, {.c = c[1]}};
+  pthread_t th[2];
+  double t0 = now_s();
+  for (uint32_t r = 0; r < 2; r++) ck_assert_int_eq(pthread_create(&th[r], NULL, replay_main, &rr[r]), 0);
+  for (uint32_t r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  const hm_status st[2] = {rr[0].st, rr[1].st};
+  char err[2][1024];
+  const double end[2] = {rr[0].end, rr[1].end};
+  for (uint32_t r = 0; r < 2; r++) snprintf(err[r], sizeof err[r], "%s", rr[r].err);
+  /* no step ran before: the replay's steps are 1, 2 and 3, and the second is named */
+  expect_both_named(st, err, end, t0, "step 2 is an all-reduce of ", "an all-reduce of 2 rows");
+  for (uint32_t r = 0; r < 2; r++) ck_assert_msg(strstr(err[r], "an all-reduce of 1 rows"), "%s", err[r]);
+  for (uint32_t r = 0; r < 2; r++) {
+    hm_chain_destroy(c[r]);
+    ck_assert_int_eq(hm_ar_destroy(ar[r]), HM_OK);
+  }
+  tp2_close(&t);
+}
+END_TEST
+
 /* The bounds must be ordered so the first to expire names the root cause. */
 START_TEST(bounds_out_of_order_refused) {
   tp2 t;
@@ -466,6 +595,9 @@ Suite *hm_test_suite(void) {
       {"allreduce_rows_disagree", allreduce_rows_disagree},
       {"rows_disagree", rows_disagree},
       {"layers_disagree", layers_disagree},
+      {"replay_rows_disagree", replay_rows_disagree},
+      {"replay_one_more", replay_one_more},
+      {"replay_second_step_disagrees", replay_second_step_disagrees},
       {"bounds_out_of_order_refused", bounds_out_of_order_refused},
   };
   return TL_SUITE("group_fail", tests, 120);
