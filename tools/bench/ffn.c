@@ -84,6 +84,10 @@ int bench_ffn(int argc, char **argv) {
   uint32_t most = 0;
   for (unsigned i = 0; i < nrows; i++) most = rows[i] > most ? rows[i] : most;
   if (launch_tool_arch_shape(&c, arch, tp, most)) return CLI_EXIT_MISUSE;
+  /* a part replays its own arch's kernels: MI300X's has no gfx950 instruction, MI355X's no gfx942 code */
+  if (part_word && (arch == HM_ARCH_GFX942) != !strcmp(part_word, "mi300x"))
+    return cli_refuse(&c, "--model %s: the part of --arch %s is %s", part_word, arch_word,
+                      arch == HM_ARCH_GFX942 ? "mi300x" : "mi355x");
   hm_layer_config cfg;
   bool reduced;
   if (ffn_tool_layer(model, layer, experts > 0 ? experts : 0, topk, &cfg, &reduced) != HM_OK)
