@@ -171,7 +171,7 @@ int bench_ffn(int argc, char **argv) {
       memset(m, 0, sizeof *m);
       m->rows = S;
       if (bench_tm_step(rt, mpart, ffn_step_once, &a, m)) st = HM_ERR_RUNTIME;
-      else if (nm++, !(st = hm_ffn_timeline(hm_ffn_group_rank(g, 0), &view))) m->names = view.names, m->nnames = view.slots;
+      else if (nm++, !(st = hm_ffn_timeline(hm_ffn_group_rank(g, 0), &view))) bench_tm_name(m, view.kernel, view.names, view.slots);
     }
     for (uint32_t r = 0; !st && tl && r < (uint32_t)tp; r++) {
       hm_timeline view;
@@ -192,7 +192,7 @@ int bench_ffn(int argc, char **argv) {
 fail:
   fprintf(stderr, "hsa-mono-bench ffn: %s\n", hm_errmsg());
 done:
-  for (unsigned i = 0; i < nm; i++) hm_model_result_free(&mrows[i].r);
+  for (unsigned i = 0; i < nm; i++) bench_tm_row_free(&mrows[i]);
   bench_tl_free(tl);
   hm_ffn_group_destroy(g);
   for (uint32_t r = 0; r < built; r++) hm_weights_free(&w[r]);

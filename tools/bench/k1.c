@@ -145,7 +145,7 @@ int bench_k1(int argc, char **argv) {
       memset(m, 0, sizeof *m);
       m->rows = S;
       if (bench_tm_step(rt, mpart, k1_step_once, &a, m)) st = HM_ERR_RUNTIME;
-      else if (nm++, !(st = hm_k1_timeline(hm_k1_group_rank(g, 0), &view))) m->names = view.names, m->nnames = view.slots;
+      else if (nm++, !(st = hm_k1_timeline(hm_k1_group_rank(g, 0), &view))) bench_tm_name(m, view.kernel, view.names, view.slots);
     }
     hm_gen_step_free(&step);
     for (uint32_t r = 0; !st && tl && r < (uint32_t)tp; r++) {
@@ -166,7 +166,7 @@ int bench_k1(int argc, char **argv) {
 fail:
   fprintf(stderr, "hsa-mono-bench k1: %s\n", hm_errmsg());
 done:
-  for (unsigned i = 0; i < nm; i++) hm_model_result_free(&mrows[i].r);
+  for (unsigned i = 0; i < nm; i++) bench_tm_row_free(&mrows[i]);
   bench_tl_free(tl);
   hm_k1_group_destroy(g);
   for (uint32_t r = 0; r < built; r++) hm_weights_free(&w[r]);
