@@ -138,6 +138,7 @@ static const struct bad bad[] = {
     {'b', "ffn --arch gfx942 --model mi355x", "--model mi355x: the part of --arch gfx942 is mi300x"},
     {'b', "k1 --model mi300x", "--model mi300x: the part of --arch gfx950 is mi355x"},
     {'b', "ffn --model h100", "--model"},
+    {'b', "layer --model mi300x", "--model mi300x: the part of --arch gfx950 is mi355x"},
     {'b', "k1 --tp 3", "--tp"}, {'b', "k1 --rows 1,49", "--rows"}, {'b', "k1 --steps x", "--steps"},
     {'b', "k1 --layer 43", "--layer"}, {'b', "k1 --steps 0", "--steps"},
     {'b', "layer --rows 0", "--rows"}, {'b', "layer --steps 0", "--steps"}, {'b', "layer --layer 43", "--layer"},
