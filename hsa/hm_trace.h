@@ -5,6 +5,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Matrix instruction kinds, in device/dev_host.h's enum dev_mfma_op order (the sim checks it). */
 #define HM_TRACE_MFMA_KINDS 9
 /* Stage slots a CTA: the timeline's (device/dev_timeline.h, DEV_TL_SLOTS) and one for what a CTA does
@@ -53,5 +57,9 @@ typedef struct hm_trace {
   hm_trace_wait *waits;
   uint32_t nwaits;
 } hm_trace;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* HM_TRACE_H */
