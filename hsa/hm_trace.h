@@ -24,13 +24,14 @@ typedef struct hm_trace_launch {
 } hm_trace_launch;
 
 /* One CTA's stage. Loads are split by the dialect's cache policy: a load with the non-temporal policy
- * (DEV_CP_NT, which the kernels use for weight streams and nothing else) counts as weights; plain loads,
+ * (DEV_CP_NT, which the kernels use for weight streams and nothing else) counts as weights, as the
+ * distinct 128-byte lines the stage read (what HBM serves, however its work-items split a line); plain loads,
  * and the words of device- or system-scope and atomic loads that another CTA's traced store wrote (each
  * once a stage: polls repeat), as hand-off data. */
 typedef struct hm_trace_stage {
   uint32_t agent, launch, cta, slot;
   uint64_t weight_bytes;
-  uint64_t weight_pre_bytes; /* of weight_bytes, those loaded before the stage's first wait */
+  uint64_t weight_pre_bytes; /* of weight_bytes, the lines a work-item read before its first wait */
   uint64_t handoff_bytes;
   uint64_t dev_store_bytes;  /* stores not at system scope (plain, device-scope, atomics at agent scope) */
   uint64_t sys_store_bytes;  /* system-scope stores, this agent's memory or a peer's */

@@ -9,8 +9,10 @@
  *  - a wait is a device- or system-scope load returning the value a device- or system-scope store of
  *    another CTA made (value compared, so a stale read of a poll round never counts); atomic stores and
  *    exchanges are writers too, read-modify-writes are not: a counter's last writer depends on timing;
- *  - weights loaded "before the first wait" are judged a work-item at a time, and a barrier passes a
- *    wait of any of the CTA's work-items on to all of them (what they do after it waited too). */
+ *  - weights count as distinct 128-byte lines a CTA's stage (what HBM serves, however its work-items split
+ *    a line), and a line is "loaded before the first wait" if any work-item read it before its own wait;
+ *    a barrier passes a wait of any of the CTA's work-items on to all of them (what they do after it
+ *    waited too). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -240,10 +242,8 @@ static hm_trace_stage *stage_of(struct sim_lane *l) {
   return &t->st[l->tr_slot];
 }
 
-/* Whether (slot, word, read or waited on) is new to this CTA; false also when out of memory (it then
- * counts nothing). */
-static bool seen_first(struct sim_trace_cta *t, uint32_t slot, uintptr_t a, bool waited) {
-  uint64_t key = ((uint64_t)a << 6 | slot << 1 | (waited ? 1u : 0u)) + 1;
+/* Whether a key is new to this CTA; false also when out of memory (it then counts nothing). */
+static bool seen_key(struct sim_trace_cta *t, uint64_t key) {
   if ((t->seen_used + 1) * 2 > t->seen_cap) {
     uint32_t ncap = t->seen_cap ? t->seen_cap * 2 : 1u << 12;
     uint64_t *n = calloc(ncap, sizeof *n);
@@ -263,6 +263,16 @@ static bool seen_first(struct sim_trace_cta *t, uint32_t slot, uintptr_t a, bool
   t->seen[j] = key;
   t->seen_used++;
   return true;
+}
+
+/* (slot, word, read or waited on) */
+static bool seen_first(struct sim_trace_cta *t, uint32_t slot, uintptr_t a, bool waited) {
+  return seen_key(t, ((uint64_t)a << 6 | slot << 1 | (waited ? 1u : 0u)) + 1);
+}
+
+/* (slot, 128-byte line, loaded at all or before a wait): bit 63 keeps these apart from words' keys */
+static bool seen_line(struct sim_trace_cta *t, uint32_t slot, uintptr_t line, bool pre) {
+  return seen_key(t, (1ull << 63 | (uint64_t)line | slot << 2 | (pre ? 2u : 0u)) + 1);
 }
 
 static void add_dep(struct sim_trace_cta *t, uint32_t slot, const struct tr_word *w) {
@@ -309,8 +319,14 @@ static void handoff_read(struct sim_lane *l, const void *p, const void *val, uin
 void sim_trace_load(struct sim_lane *l, const void *p, const void *out, uint32_t bytes, enum dev_cache_policy cp) {
   hm_trace_stage *s = stage_of(l);
   if (cp == DEV_HOST_CP_NT) {
-    s->weight_bytes += bytes;
-    if (!l->tr_waited) s->weight_pre_bytes += bytes;
+    /* weights count as the lines HBM serves, each once a CTA's stage however many of its work-items
+     * read words of it (a scale byte each, or a 16-byte piece each); a line any work-item read before
+     * its wait counts as loaded before the wait (a set, so the work-items' interleaving does not matter) */
+    struct sim_trace_cta *t = l->cta->tr;
+    for (uintptr_t a = (uintptr_t)p & ~(uintptr_t)(SIM_LINE - 1); a < (uintptr_t)p + bytes; a += SIM_LINE) {
+      if (seen_line(t, l->tr_slot, a, false)) s->weight_bytes += SIM_LINE;
+      if (!l->tr_waited && seen_line(t, l->tr_slot, a, true)) s->weight_pre_bytes += SIM_LINE;
+    }
   } else if (cp == DEV_HOST_CP_PLAIN) {
     s->handoff_bytes += bytes; /* no poll reads through the L1, so every one counts */
   } else {
