@@ -523,6 +523,11 @@ DEV_INLINE u64 dev_tl_clock(void) { return __builtin_amdgcn_s_memrealtime(); }
 DEV_INLINE u64 dev_tl_clock(void) { return dev_host->event(); }
 #endif
 DEV_INLINE void dev_tl_stamp(u64 tl, u32 slot, u32 n, u32 base) {
+#if !defined(DEV_GPU)
+  /* the software agent's trace (hsa/sim/trace.c) takes its stage boundaries from here, every work-item
+   * at its own stamp; nothing of it reaches a GPU build */
+  dev_host->stage(slot);
+#endif
   if (tl == 0) return;
   u32 lid = dev_lid();
 #if defined(DEV_GPU) && DEV_ARCH_GFX942

@@ -7,7 +7,7 @@
 
 /* Bumped whenever the table below changes; the agent refuses a kernel object built
  * against another version (the object exports dev_host_abi). */
-#define DEV_HOST_ABI 2
+#define DEV_HOST_ABI 3
 
 /* Memory scopes and orders, numbered the same on both sides of the table. */
 enum dev_scope { DEV_HOST_SCOPE_WG = 1, DEV_HOST_SCOPE_AGENT = 2, DEV_HOST_SCOPE_SYSTEM = 3 };
@@ -121,6 +121,9 @@ struct dev_host_ops {
   void (*sleep)(u32 units);
   /* ends the dispatch with an error naming the kernel and the work-item */
   void (*trap)(const char *why);
+  /* the calling work-item ended the stage of timeline slot `slot` (dev_tl_stamp, whether or not the
+   * launch keeps a timeline): the agent's trace counts its next events in the next stage */
+  void (*stage)(u32 slot);
 };
 
 /* Set by the agent in every kernel object it loads, before the first dispatch. */

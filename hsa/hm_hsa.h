@@ -44,6 +44,14 @@ const char *hm_runtime_backend(const hm_runtime *rt);
 bool hm_runtime_is_sim(const hm_runtime *rt);
 /* a one-line description (the software agent describes its configuration) */
 const char *hm_runtime_describe(const hm_runtime *rt);
+/* The software agent's trace of what each CTA does (hm_trace.h, issue 15): begin records every
+ * dispatch started after it, end (once they have completed) hands the records over; hm_trace_free
+ * frees them. HM_ERR_UNSUPPORTED on ROCr (a GPU has no such trace); HM_ERR_NO_MEMORY when the agent
+ * ran out recording. Off unless begun, and then free for the dispatches it does not see. */
+typedef struct hm_trace hm_trace;
+hm_status hm_runtime_trace_begin(hm_runtime *rt);
+hm_status hm_runtime_trace_end(hm_runtime *rt, hm_trace *out);
+void hm_trace_free(hm_trace *t);
 
 /* ---------------------------------------------------------------- agents */
 

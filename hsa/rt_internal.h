@@ -61,6 +61,8 @@ struct hm_hsa_api {
   hm_sim_set_host_object_fn sim_set_host_object;
   hm_sim_queue_error_fn sim_queue_error;
   hm_sim_describe_fn sim_describe;
+  hm_sim_trace_begin_fn sim_trace_begin;
+  hm_sim_trace_end_fn sim_trace_end;
 };
 
 struct hm_alloc {

@@ -70,6 +70,8 @@ static hm_status load_table(hm_runtime *rt, const char *path) {
   api->sim_set_host_object = (hm_sim_set_host_object_fn)dlsym(dl, HM_SIM_SET_HOST_OBJECT);
   api->sim_queue_error = (hm_sim_queue_error_fn)dlsym(dl, HM_SIM_QUEUE_ERROR);
   api->sim_describe = (hm_sim_describe_fn)dlsym(dl, HM_SIM_DESCRIBE);
+  api->sim_trace_begin = (hm_sim_trace_begin_fn)dlsym(dl, HM_SIM_TRACE_BEGIN);
+  api->sim_trace_end = (hm_sim_trace_end_fn)dlsym(dl, HM_SIM_TRACE_END);
   rt->sim = api->sim_set_host_object != NULL;
   snprintf(rt->backend, sizeof rt->backend, "%s", path);
   return HM_OK;
@@ -404,6 +406,31 @@ hm_status hm_runtime_close(hm_runtime *rt) {
 const char *hm_runtime_backend(const hm_runtime *rt) { return rt ? rt->backend : ""; }
 bool hm_runtime_is_sim(const hm_runtime *rt) { return rt && rt->sim; }
 const char *hm_runtime_describe(const hm_runtime *rt) { return rt ? rt->describe : ""; }
+
+hm_status hm_runtime_trace_begin(hm_runtime *rt) {
+  if (!rt) return hm_fail(HM_ERR_INVALID_ARG, "hm_runtime_trace_begin: NULL runtime");
+  if (!rt->api.sim_trace_begin)
+    return hm_fail(HM_ERR_UNSUPPORTED, "hm_runtime_trace_begin: %s records no trace (the software agent does)",
+                   rt->backend);
+  rt->api.sim_trace_begin();
+  return HM_OK;
+}
+
+hm_status hm_runtime_trace_end(hm_runtime *rt, hm_trace *out) {
+  if (!rt || !out) return hm_fail(HM_ERR_INVALID_ARG, "hm_runtime_trace_end: NULL argument");
+  memset(out, 0, sizeof *out);
+  if (!rt->api.sim_trace_end)
+    return hm_fail(HM_ERR_UNSUPPORTED, "hm_runtime_trace_end: %s records no trace (the software agent does)",
+                   rt->backend);
+  if (rt->api.sim_trace_end(out)) return hm_fail(HM_ERR_NO_MEMORY, "hm_runtime_trace_end: the agent ran out of memory tracing");
+  return HM_OK;
+}
+
+void hm_trace_free(hm_trace *t) {
+  if (!t) return;
+  free(t->launches), free(t->stages), free(t->waits);
+  memset(t, 0, sizeof *t);
+}
 
 unsigned hm_agent_count(const hm_runtime *rt) { return rt ? rt->nagents : 0; }
 unsigned hm_cpu_agent_count(const hm_runtime *rt) { return rt ? rt->ncpus : 0; }

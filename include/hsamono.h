@@ -9,6 +9,7 @@
 #include "hm_occupancy.h"
 #include "hm_embedded.h"
 #include "hm_hsa.h"
+#include "hm_trace.h"
 #include "hm_collectives.h"
 #include "hm_config.h"
 #include "hm_tensor.h"

@@ -248,6 +248,7 @@ static void progressed(struct sim_cta *c) {
 
 static void release_barrier(struct sim_cta *c) {
   c->bar_arrived = 0;
+  if (c->d->tr_on) sim_trace_barrier(c);
   if (sim.cfg.weak) sim_mem_barrier(c); /* every wave's stores so far, visible CTA-wide (the CU's L1) */
   for (uint32_t i = 0; i < c->size; i++)
     if (c->lanes[i].state == LANE_BARRIER) {
@@ -356,6 +357,7 @@ static void op_mfma(enum dev_mfma_op op, const struct dev_mfma_lane *in, f32 *d)
   /* the wave's instruction is computed once, by the first lane to resume (the lanes of a CTA
    * run one at a time on its thread) */
   if (x->mfma_state == 0) x->mfma_state = hm_isa_mfma_wave(c->d->k->agent->arch, op, x->slot.mfma, x->mfma_d) ? 1 : 2;
+  if (c->d->tr_on) sim_trace_mfma(sim_cur, op);
   if (x->mfma_state == 1) memcpy(d, x->mfma_d[sim_cur->lid % 64], sizeof x->mfma_d[0]);
   else
     sim_trap("matrix instruction %d is not available on %s (or its operand format is not modelled)", (int)op,
@@ -430,21 +432,28 @@ static u32 op_cvt(enum dev_cvt_op op, f32 a, f32 b, u32 old, u32 sel) {
 static void op_load(const void *p, void *out, u32 bytes, enum dev_cache_policy cp) {
   sim_check_abort();
   sim_mem_load(sim_cur->cta, p, out, bytes, cp);
+  if (sim_cur->cta->d->tr_on) sim_trace_load(sim_cur, p, out, bytes, cp);
 }
 static void op_store(void *p, const void *in, u32 bytes, enum dev_cache_policy cp) {
   sim_check_abort();
   sim_mem_store(sim_cur->cta, p, in, bytes, cp);
+  if (sim_cur->cta->d->tr_on) sim_trace_store(sim_cur, p, in, bytes, cp);
 }
 static u64 op_atomic(void *p, enum dev_atomic_op op, u32 bytes, u64 v, u64 cmp, enum dev_order o, enum dev_scope s) {
   sim_check_abort();
   sim_chaos_point();
-  return sim_mem_atomic(sim_cur->cta, p, op, bytes, v, cmp, o, s);
+  u64 old = sim_mem_atomic(sim_cur->cta, p, op, bytes, v, cmp, o, s);
+  if (sim_cur->cta->d->tr_on) sim_trace_atomic(sim_cur, p, op, bytes, v, old, cmp, s);
+  return old;
 }
 static void op_fence(enum dev_order o, enum dev_scope s) {
   sim_check_abort();
   sim_mem_fence(sim_cur->cta, o, s);
 }
 static void op_wait_stores(void) { sim_mem_wait_stores(sim_cur->cta); }
+static void op_stage(u32 slot) {
+  if (sim_cur->cta->d->tr_on) sim_trace_stage(sim_cur, slot);
+}
 
 const struct dev_host_ops sim_dev_ops = {
     .abi = DEV_HOST_ABI,
@@ -470,6 +479,7 @@ const struct dev_host_ops sim_dev_ops = {
     .event = op_event,
     .sleep = op_sleep,
     .trap = op_trap,
+    .stage = op_stage,
 };
 
 /* ---------------------------------------------------------------- the scheduler */
@@ -524,6 +534,12 @@ void sim_cta_run(struct sim_cta *c) {
     memset(&c->xchg[w][1], 0, offsetof(struct sim_wave_xchg, slot));
   }
   sim_mem_reset(&c->mem);
+  if (d->tr_on && !sim_trace_cta_begin(c)) {
+    c->aborted = true;
+    snprintf(c->trap, sizeof c->trap, "out of memory tracing CTA %u", c->id);
+    sim_dispatch_abort(d, c->trap);
+    return;
+  }
   if (!ensure_ring(c->size)) {
     c->aborted = true;
     snprintf(c->trap, sizeof c->trap, "out of memory scheduling CTA %u", c->id);

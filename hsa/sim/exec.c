@@ -76,8 +76,10 @@ static void *worker_main(void *arg) {
     if (w->quit) break;
     pthread_mutex_unlock(&pool_lock);
     struct sim_cta *c = &w->cta;
-    if (prepare_cta(w, c->size)) sim_cta_run(c);
-    else {
+    if (prepare_cta(w, c->size)) {
+      sim_cta_run(c);
+      if (c->d->tr_on) sim_trace_cta_end(c);
+    } else {
       c->aborted = true;
       snprintf(c->trap, sizeof c->trap, "out of memory for the fibers of a %u-work-item CTA", c->size);
       sim_dispatch_abort(c->d, c->trap);
@@ -412,6 +414,7 @@ void sim_dispatch_start(struct sim_queue *q, const hsa_kernel_dispatch_packet_t 
   d->group_bytes = pkt->group_segment_size;
   pthread_mutex_lock(&sim.lock);
   d->seq = ++sim.dispatch_seq;
+  sim_trace_dispatch(d);
   start_order(d);
   apply_hold(d);
   pthread_mutex_unlock(&sim.lock);
@@ -607,6 +610,7 @@ void sim_exec_shutdown(void) {
       *pp = w->next_all;
       struct sim_cta *c = &w->cta;
       sim_mem_free(&c->mem);
+      sim_trace_cta_free(c);
       free(c->lanes);
       free(c->lds);
       free(c->xchg);

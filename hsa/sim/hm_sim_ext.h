@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <hsa/hsa.h>
 
+#include "hm_trace.h"
+
 /* Hands the host kernel object (device code built as host C, see device/dev.h) to an executable
  * before hsa_executable_load_agent_code_object: the agent runs these functions and takes the
  * resources (registers, LDS, waves) from the gfx code object. */
@@ -31,5 +33,14 @@ typedef const char *(*hm_sim_describe_fn)(void);
  * what HSAMONO_SIM_CHAOS=<seed> will do, for tests that need to know it. */
 #define HM_SIM_CHAOS_START_ORDER "hm_sim_chaos_start_order"
 typedef void (*hm_sim_chaos_start_order_fn)(uint64_t seed, uint64_t seq, uint32_t n, uint32_t *order);
+
+/* The trace (hm_trace.h): begin clears it and records every dispatch started from then on; end stops
+ * recording, waits for nothing (call it once the traced dispatches have completed) and hands over the
+ * records in malloc'ed arrays (free each); 0, or -1 out of memory. Off until begun, and then each
+ * dispatch decides once, at its start, whether it is traced. */
+#define HM_SIM_TRACE_BEGIN "hm_sim_trace_begin"
+typedef void (*hm_sim_trace_begin_fn)(void);
+#define HM_SIM_TRACE_END "hm_sim_trace_end"
+typedef int (*hm_sim_trace_end_fn)(hm_trace *out);
 
 #endif /* HM_SIM_EXT_H */

@@ -200,6 +200,9 @@ struct sim_lane {
   enum lane_state state;
   uint32_t wave_parity;       /* which exchange buffer its next wave operation uses */
   uint32_t turns;             /* turns it has ended (its stack canary is checked every few) */
+  /* the trace (trace.c): the stage slot its events count in, and whether it has waited in it */
+  uint32_t tr_slot;
+  bool tr_waited;
 };
 
 /* Below each fiber stack, under its canary, a zone no work-item uses (committed only if touched):
@@ -291,6 +294,7 @@ struct sim_cta {
   unsigned cu;                /* where it was placed */
   uint32_t pos;               /* its place in the dispatch's start order */
   uint32_t simd_waves[4];
+  struct sim_trace_cta *tr;   /* the trace's counters of this CTA (trace.c), NULL until one is traced */
 };
 
 struct sim_dispatch {
@@ -321,6 +325,8 @@ struct sim_dispatch {
   struct sim_dispatch *next_pending;
   struct sim_dispatch *next_active;
   uint64_t seq;
+  bool tr_on;                 /* traced (trace.c): decided once, at its start */
+  uint32_t tr_launch;         /* its order among its agent's traced dispatches */
 };
 
 /* ---------------------------------------------------------------- the agent's global state */
@@ -414,5 +420,18 @@ void sim_lag_pushed(struct sim_cta *c);
 void sim_lag_hold(struct sim_cta *c);
 uint64_t sim_gpus_progress(uint32_t gpus);
 extern const struct dev_host_ops sim_dev_ops;
+
+/* the trace (trace.c, hm_trace.h): each hook is called only for a traced dispatch (d->tr_on) */
+void sim_trace_dispatch(struct sim_dispatch *d);
+bool sim_trace_cta_begin(struct sim_cta *c);
+void sim_trace_cta_end(struct sim_cta *c);
+void sim_trace_cta_free(struct sim_cta *c);
+void sim_trace_load(struct sim_lane *l, const void *p, const void *out, uint32_t bytes, enum dev_cache_policy cp);
+void sim_trace_store(struct sim_lane *l, const void *p, const void *in, uint32_t bytes, enum dev_cache_policy cp);
+void sim_trace_atomic(struct sim_lane *l, void *p, enum dev_atomic_op op, uint32_t bytes, uint64_t v, uint64_t old,
+                      uint64_t cmp, enum dev_scope scope);
+void sim_trace_mfma(struct sim_lane *l, enum dev_mfma_op op);
+void sim_trace_stage(struct sim_lane *l, uint32_t slot);
+void sim_trace_barrier(struct sim_cta *c);
 
 #endif /* HM_SIM_H */

@@ -424,3 +424,119 @@ void lc_run_layer(const char *model, int32_t layer, uint32_t experts, uint32_t t
                   uint64_t seed) {
   lc_run_layer_arch(model, layer, experts, tp, shapes, n, seed, HM_ARCH_GFX950);
 }
+
+/* ---------------------------------------------------------------- replays */
+
+bool lc_same_outputs(const hm_layer_outputs *a, const hm_layer_outputs *b, uint32_t S, uint32_t D) {
+  return !memcmp(a->x, b->x, (size_t)S * D * 4) && !memcmp(a->res, b->res, (size_t)S * 4 * D * 4) &&
+         !memcmp(a->post, b->post, (size_t)S * 16) && !memcmp(a->comb, b->comb, (size_t)S * 64) &&
+         !memcmp(a->pre, b->pre, (size_t)S * 16);
+}
+
+static uint32_t epoch_of(lc_replay_ctx *c, uint32_t layer, uint32_t r) {
+  return tl_get_u32(&c->st[r], hm_k2_epoch(hm_layer_k2(hm_layer_group_layer(c->g, layer, r))));
+}
+
+/* set k's seam state into rank r's entry buffers, where the recorded K1 of the chain's first layer
+ * reads it */
+static void upload_entry(lc_replay_ctx *c, uint32_t r, uint32_t k) {
+  const hm_k1_io *io = hm_layer_k1_io(hm_layer_group_layer(c->g, 0, r));
+  const hm_step_inputs *in = c->in[k];
+  const uint64_t S = c->S, D = c->D;
+  tl_put_bf16(&c->st[r], (void *)io->x, in->x, S * D);
+  tl_put_bf16(&c->st[r], (void *)io->res_in, in->res, S * 4 * D);
+  tl_put(&c->st[r], (void *)io->post_in, in->post, S * 16);
+  tl_put(&c->st[r], (void *)io->comb_in, in->comb, S * 64);
+  tl_put(&c->st[r], (void *)io->pre_in, in->pre, S * 16);
+}
+
+int lc_replay_check(void *ctx, uint32_t n, uint32_t r, const hm_layer_outputs *o) {
+  lc_replay_ctx *c = ctx;
+  const uint32_t k = c->order[n];
+  for (uint32_t i = 0; i < c->layers; i++) {
+    uint32_t e = epoch_of(c, i, r);
+    if (e != c->epoch[r][i] + 1) {
+      fprintf(stderr, "replay %u, rank %u, layer %u: epoch %u after %u: not one step on\n", n, r, i, e, c->epoch[r][i]);
+      return 1;
+    }
+    c->epoch[r][i] = e;
+  }
+  if (!lc_same_outputs(o, &c->want[k][r], c->S, c->D)) {
+    int other = -1;
+    for (uint32_t j = 0; j < LC_SETS; j++)
+      if (j != k && c->want[j] && lc_same_outputs(o, &c->want[j][r], c->S, c->D)) other = (int)j;
+    if (other >= 0)
+      fprintf(stderr, "replay %u (set %u), rank %u: the outputs are set %d's, not this set's\n", n, k, r, other);
+    else
+      fprintf(stderr, "replay %u (set %u), rank %u: the outputs differ from every set's\n", n, k, r);
+    return 1;
+  }
+  /* this rank's chain is done: its next replay's inputs (the other ranks read none of them) */
+  if (n + 1 < c->replays && !c->keep_inputs) upload_entry(c, r, c->order[n + 1]);
+  return 0;
+}
+
+void lc_replay_ctx_init(lc_replay_ctx *c, hm_runtime *rt, hm_layer_group *g, uint32_t tp, uint32_t S, uint32_t D,
+                            uint32_t layers, uint32_t sets) {
+  memset(c, 0, sizeof *c);
+  c->g = g, c->tp = tp, c->S = S, c->D = D, c->layers = layers;
+  for (uint32_t r = 0; r < tp; r++) {
+    tl_stage_init(&c->st[r], rt, hm_layer_group_agent(g, r), (size_t)S * 4 * D * 4);
+    /* every layer's epoch buffer starts at 0, and each of the sets' steps advanced it by one */
+    for (uint32_t i = 0; i < layers; i++) {
+      c->epoch[r][i] = epoch_of(c, i, r);
+      ck_assert_msg(c->epoch[r][i] == sets, "rank %u layer %u: epoch %u after %u steps", r, i, c->epoch[r][i], sets);
+    }
+  }
+}
+
+void lc_replay_ctx_free(lc_replay_ctx *c) {
+  for (uint32_t r = 0; r < c->tp; r++) tl_stage_free(&c->st[r]);
+}
+
+void lc_last_outputs_alloc(hm_layer_outputs *o, uint32_t tp, uint32_t S, uint32_t D) {
+  memset(o, 0, tp * sizeof *o);
+  for (uint32_t r = 0; r < tp; r++) {
+    o[r].x = calloc((size_t)S * D, 4), o[r].res = calloc((size_t)S * 4 * D, 4);
+    o[r].post = calloc(S * 4, 4), o[r].comb = calloc(S * 16, 4), o[r].pre = calloc(S * 4, 4);
+  }
+}
+void lc_last_outputs_free(hm_layer_outputs *o, uint32_t tp) {
+  for (uint32_t r = 0; r < tp; r++) free(o[r].x), free(o[r].res), free(o[r].post), free(o[r].comb), free(o[r].pre);
+}
+
+/* `launches` of a whole layer (chaos_launches under chaos): the LC_SETS checked steps, then the replays. */
+void lc_replays_of(hm_arch arch, uint32_t tp, int32_t layer, uint32_t S, uint32_t launches, uint32_t chaos_launches) {
+  layer_setup L;
+  lc_setup_arch(&L, "tiny", layer, 0, tp, 700 + (uint64_t)layer, NULL, arch);
+  const shape sh = {S, 1, 70, 64, -1, 0};
+  layer_case c[LC_SETS];
+  lc_replay_ctx rc;
+  for (uint32_t k = 0; k < LC_SETS; k++) {
+    lc_case_make_seam(&c[k], L.g, L.w, tp, &sh, 701, k ? 701 + 100 * k : 0, &L.table);
+    ck_assert_msg(hm_layer_group_step(L.g, &c[k].step.in, 1, c[k].o, NULL) == HM_OK, "%s", hm_errmsg());
+    lc_expect_ranks_identical(&c[k]);
+    lc_expect_k1(&c[k]);
+    lc_expect_back(L.rt, L.g, &c[k], L.w);
+    lc_expect_ffn_half(L.rt, L.g, &c[k], L.w);
+    for (uint32_t j = 0; j < k; j++)
+      ck_assert_msg(!lc_same_outputs(&c[j].o[0], &c[k].o[0], S, L.cfg.hidden), "sets %u and %u alike", j, k);
+  }
+  lc_replay_ctx_init(&rc, L.rt, L.g, tp, S, L.cfg.hidden, 1, LC_SETS);
+  const char *chaos = getenv("HSAMONO_SIM_CHAOS");
+  rc.replays = (chaos && *chaos ? chaos_launches : launches) - LC_SETS;
+  uint32_t *order = malloc(rc.replays * sizeof *order);
+  tl_replay_order(LC_SETS, LC_SETS - 1, 799, rc.replays, order);
+  rc.order = order;
+  for (uint32_t k = 0; k < LC_SETS; k++) rc.want[k] = c[k].o, rc.in[k] = &c[k].step.in;
+  hm_layer_outputs o[4];
+  lc_last_outputs_alloc(o, tp, S, L.cfg.hidden);
+  /* the recorded step's first inputs are its first set's; the caches and metadata are every set's */
+  hm_status st = hm_layer_group_replay(L.g, rc.in[order[0]], rc.replays, o, lc_replay_check, &rc);
+  ck_assert_msg(st == HM_OK, "%s", hm_errmsg());
+  lc_last_outputs_free(o, tp);
+  lc_replay_ctx_free(&rc);
+  free(order);
+  for (uint32_t k = 0; k < LC_SETS; k++) lc_case_free(&c[k]);
+  lc_teardown(&L);
+}

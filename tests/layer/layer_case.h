@@ -75,4 +75,43 @@ void lc_run_layer(const char *model, int32_t layer, uint32_t experts, uint32_t t
 void lc_run_layer_arch(const char *model, int32_t layer, uint32_t experts, uint32_t tp, const shape *shapes, uint32_t n,
                        uint64_t seed, hm_arch arch);
 
+/* ---------------------------------------------------------------- replays */
+
+/* Replays whose inputs change every step. LC_SETS seam states (x, the residual, the mixes) over one
+ * step's metadata and caches are each run once as a whole step and checked stage by stage against
+ * the reference (run_case's checks); those outputs are the set's expected bits. The step is then
+ * recorded (K1 and K2 on one queue, packets only) and replayed with the sets in a pseudo-random
+ * order that never runs a set twice in a row: after each replay every rank's outputs must be the
+ * set's bits, each layer's device epoch (word 0 of its epoch buffer, which K1 reads and K2
+ * advances) exactly one past the replay before, and then the next set's seam state is written
+ * into the rank's entry buffers (the fixed addresses the recorded K1 reads: hm_layer_k1_io). A
+ * launch that reused an epoch, or read a mailbox or a peer's push of the step before, hands on
+ * the previous set's values and fails here; with one set replayed over and over it would not. */
+
+enum { LC_SETS = 4 };
+
+typedef struct lc_replay_ctx {
+  hm_layer_group *g;
+  uint32_t tp, S, D, layers;
+  const hm_layer_outputs *want[LC_SETS]; /* [set]: the last layer's outputs of each rank */
+  const hm_step_inputs *in[LC_SETS];     /* [set]: the chain's entry (x, res, post, comb, pre) */
+  const uint32_t *order;
+  uint32_t replays;
+  bool keep_inputs; /* one set: nothing to write between replays */
+  tl_stage st[4];
+  uint32_t epoch[4][4]; /* [rank][layer]: the epoch word after the last launch */
+} lc_replay_ctx;
+
+bool lc_same_outputs(const hm_layer_outputs *a, const hm_layer_outputs *b, uint32_t S, uint32_t D);
+/* hm_layer_group_replay's check: the epochs one on, the outputs the set's, the next set's inputs in */
+int lc_replay_check(void *ctx, uint32_t n, uint32_t r, const hm_layer_outputs *o);
+void lc_replay_ctx_init(lc_replay_ctx *c, hm_runtime *rt, hm_layer_group *g, uint32_t tp, uint32_t S, uint32_t D,
+                        uint32_t layers, uint32_t sets);
+void lc_replay_ctx_free(lc_replay_ctx *c);
+void lc_last_outputs_alloc(hm_layer_outputs *o, uint32_t tp, uint32_t S, uint32_t D);
+void lc_last_outputs_free(hm_layer_outputs *o, uint32_t tp);
+/* LC_SETS checked steps of tiny `layer` (S rows, TP tp, arch's layouts), then its recorded step
+ * replayed over the sets: `launches` in all (chaos_launches under chaos, where the agent is slower) */
+void lc_replays_of(hm_arch arch, uint32_t tp, int32_t layer, uint32_t S, uint32_t launches, uint32_t chaos_launches);
+
 #endif /* HM_TESTS_LAYER_CASE_H */

@@ -139,146 +139,7 @@ START_TEST(full_dims_kinds) {
 }
 END_TEST
 
-/* Replays whose inputs change every step. SETS seam states (x, the residual, the mixes) over one
- * step's metadata and caches are each run once as a whole step and checked stage by stage against
- * the reference (run_case's checks); those outputs are the set's expected bits. The step is then
- * recorded (K1 and K2 on one queue, packets only) and replayed with the sets in a pseudo-random
- * order that never runs a set twice in a row: after each replay every rank's outputs must be the
- * set's bits, each layer's device epoch (word 0 of its epoch buffer, which K1 reads and K2
- * advances) exactly one past the replay before, and then the next set's seam state is written
- * into the rank's entry buffers (the fixed addresses the recorded K1 reads: hm_layer_k1_io). A
- * launch that reused an epoch, or read a mailbox or a peer's push of the step before, hands on
- * the previous set's values and fails here; with one set replayed over and over it would not. */
-enum { SETS = 4 };
-
-typedef struct replay_ctx {
-  hm_layer_group *g;
-  uint32_t tp, S, D, layers;
-  const hm_layer_outputs *want[SETS]; /* [set]: the last layer's outputs of each rank */
-  const hm_step_inputs *in[SETS];     /* [set]: the chain's entry (x, res, post, comb, pre) */
-  const uint32_t *order;
-  uint32_t replays;
-  bool keep_inputs; /* one set: nothing to write between replays */
-  tl_stage st[4];
-  uint32_t epoch[4][4]; /* [rank][layer]: the epoch word after the last launch */
-} replay_ctx;
-
-static bool same_outputs(const hm_layer_outputs *a, const hm_layer_outputs *b, uint32_t S, uint32_t D) {
-  return !memcmp(a->x, b->x, (size_t)S * D * 4) && !memcmp(a->res, b->res, (size_t)S * 4 * D * 4) &&
-         !memcmp(a->post, b->post, (size_t)S * 16) && !memcmp(a->comb, b->comb, (size_t)S * 64) &&
-         !memcmp(a->pre, b->pre, (size_t)S * 16);
-}
-
-static uint32_t epoch_of(replay_ctx *c, uint32_t layer, uint32_t r) {
-  return tl_get_u32(&c->st[r], hm_k2_epoch(hm_layer_k2(hm_layer_group_layer(c->g, layer, r))));
-}
-
-/* set k's seam state into rank r's entry buffers, where the recorded K1 of the chain's first layer
- * reads it */
-static void upload_entry(replay_ctx *c, uint32_t r, uint32_t k) {
-  const hm_k1_io *io = hm_layer_k1_io(hm_layer_group_layer(c->g, 0, r));
-  const hm_step_inputs *in = c->in[k];
-  const uint64_t S = c->S, D = c->D;
-  tl_put_bf16(&c->st[r], (void *)io->x, in->x, S * D);
-  tl_put_bf16(&c->st[r], (void *)io->res_in, in->res, S * 4 * D);
-  tl_put(&c->st[r], (void *)io->post_in, in->post, S * 16);
-  tl_put(&c->st[r], (void *)io->comb_in, in->comb, S * 64);
-  tl_put(&c->st[r], (void *)io->pre_in, in->pre, S * 16);
-}
-
-static int replay_check(void *ctx, uint32_t n, uint32_t r, const hm_layer_outputs *o) {
-  replay_ctx *c = ctx;
-  const uint32_t k = c->order[n];
-  for (uint32_t i = 0; i < c->layers; i++) {
-    uint32_t e = epoch_of(c, i, r);
-    if (e != c->epoch[r][i] + 1) {
-      fprintf(stderr, "replay %u, rank %u, layer %u: epoch %u after %u: not one step on\n", n, r, i, e, c->epoch[r][i]);
-      return 1;
-    }
-    c->epoch[r][i] = e;
-  }
-  if (!same_outputs(o, &c->want[k][r], c->S, c->D)) {
-    int other = -1;
-    for (uint32_t j = 0; j < SETS; j++)
-      if (j != k && c->want[j] && same_outputs(o, &c->want[j][r], c->S, c->D)) other = (int)j;
-    if (other >= 0)
-      fprintf(stderr, "replay %u (set %u), rank %u: the outputs are set %d's, not this set's\n", n, k, r, other);
-    else
-      fprintf(stderr, "replay %u (set %u), rank %u: the outputs differ from every set's\n", n, k, r);
-    return 1;
-  }
-  /* this rank's chain is done: its next replay's inputs (the other ranks read none of them) */
-  if (n + 1 < c->replays && !c->keep_inputs) upload_entry(c, r, c->order[n + 1]);
-  return 0;
-}
-
-static void replay_ctx_init(replay_ctx *c, hm_runtime *rt, hm_layer_group *g, uint32_t tp, uint32_t S, uint32_t D,
-                            uint32_t layers, uint32_t sets) {
-  memset(c, 0, sizeof *c);
-  c->g = g, c->tp = tp, c->S = S, c->D = D, c->layers = layers;
-  for (uint32_t r = 0; r < tp; r++) {
-    tl_stage_init(&c->st[r], rt, hm_layer_group_agent(g, r), (size_t)S * 4 * D * 4);
-    /* every layer's epoch buffer starts at 0, and each of the sets' steps advanced it by one */
-    for (uint32_t i = 0; i < layers; i++) {
-      c->epoch[r][i] = epoch_of(c, i, r);
-      ck_assert_msg(c->epoch[r][i] == sets, "rank %u layer %u: epoch %u after %u steps", r, i, c->epoch[r][i], sets);
-    }
-  }
-}
-
-static void replay_ctx_free(replay_ctx *c) {
-  for (uint32_t r = 0; r < c->tp; r++) tl_stage_free(&c->st[r]);
-}
-
-static void last_outputs_alloc(hm_layer_outputs *o, uint32_t tp, uint32_t S, uint32_t D) {
-  memset(o, 0, tp * sizeof *o);
-  for (uint32_t r = 0; r < tp; r++) {
-    o[r].x = calloc((size_t)S * D, 4), o[r].res = calloc((size_t)S * 4 * D, 4);
-    o[r].post = calloc(S * 4, 4), o[r].comb = calloc(S * 16, 4), o[r].pre = calloc(S * 4, 4);
-  }
-}
-static void last_outputs_free(hm_layer_outputs *o, uint32_t tp) {
-  for (uint32_t r = 0; r < tp; r++) free(o[r].x), free(o[r].res), free(o[r].post), free(o[r].comb), free(o[r].pre);
-}
-
-/* 1,000 launches of a whole layer (30 under chaos, where the agent is several times slower): the
- * SETS checked steps, then the replays. */
-static void replays_of(int32_t layer, uint32_t S) {
-  layer_setup L;
-  lc_setup(&L, "tiny", layer, 0, 2, 700 + (uint64_t)layer, NULL);
-  const shape sh = {S, 1, 70, 64, -1, 0};
-  layer_case c[SETS];
-  replay_ctx rc;
-  for (uint32_t k = 0; k < SETS; k++) {
-    lc_case_make_seam(&c[k], L.g, L.w, 2, &sh, 701, k ? 701 + 100 * k : 0, &L.table);
-    ck_assert_msg(hm_layer_group_step(L.g, &c[k].step.in, 1, c[k].o, NULL) == HM_OK, "%s", hm_errmsg());
-    lc_expect_ranks_identical(&c[k]);
-    lc_expect_k1(&c[k]);
-    lc_expect_back(L.rt, L.g, &c[k], L.w);
-    lc_expect_ffn_half(L.rt, L.g, &c[k], L.w);
-    for (uint32_t j = 0; j < k; j++)
-      ck_assert_msg(!same_outputs(&c[j].o[0], &c[k].o[0], S, L.cfg.hidden), "sets %u and %u alike", j, k);
-  }
-  replay_ctx_init(&rc, L.rt, L.g, 2, S, L.cfg.hidden, 1, SETS);
-  const char *chaos = getenv("HSAMONO_SIM_CHAOS");
-  rc.replays = (chaos && *chaos ? 30 : 1000) - SETS;
-  uint32_t *order = malloc(rc.replays * sizeof *order);
-  tl_replay_order(SETS, SETS - 1, 799, rc.replays, order);
-  rc.order = order;
-  for (uint32_t k = 0; k < SETS; k++) rc.want[k] = c[k].o, rc.in[k] = &c[k].step.in;
-  hm_layer_outputs o[2];
-  last_outputs_alloc(o, 2, S, L.cfg.hidden);
-  /* the recorded step's first inputs are its first set's; the caches and metadata are every set's */
-  hm_status st = hm_layer_group_replay(L.g, rc.in[order[0]], rc.replays, o, replay_check, &rc);
-  ck_assert_msg(st == HM_OK, "%s", hm_errmsg());
-  last_outputs_free(o, 2);
-  replay_ctx_free(&rc);
-  free(order);
-  for (uint32_t k = 0; k < SETS; k++) lc_case_free(&c[k]);
-  lc_teardown(&L);
-}
-
-START_TEST(replays_bit_identical) { replays_of(3, 2); }
+START_TEST(replays_bit_identical) { lc_replays_of(HM_ARCH_GFX950, 2, 3, 2, 1000, 30); }
 END_TEST
 
 /* Layer 0 recorded: its broadcast, K1 and K2 replay as packets too (a few replays). */
@@ -291,15 +152,15 @@ START_TEST(replays_first_layer) {
   ck_assert_msg(hm_layer_group_step(L.g, &c.step.in, 1, c.o, NULL) == HM_OK, "%s", hm_errmsg());
   /* one set (layer 0's entry, the embedding, is the group's own buffer, not K1's: hm_layer.h), its
    * outputs and the epoch checked after every replay */
-  replay_ctx rc;
-  replay_ctx_init(&rc, L.rt, L.g, 2, 3, L.cfg.hidden, 1, 1);
+  lc_replay_ctx rc;
+  lc_replay_ctx_init(&rc, L.rt, L.g, 2, 3, L.cfg.hidden, 1, 1);
   const uint32_t order[5] = {0, 0, 0, 0, 0};
   rc.want[0] = c.o, rc.in[0] = &c.step.in, rc.order = order, rc.replays = 5, rc.keep_inputs = true;
   hm_layer_outputs o[2];
-  last_outputs_alloc(o, 2, 3, L.cfg.hidden);
-  ck_assert_msg(hm_layer_group_replay(L.g, &c.step.in, 5, o, replay_check, &rc) == HM_OK, "%s", hm_errmsg());
-  last_outputs_free(o, 2);
-  replay_ctx_free(&rc);
+  lc_last_outputs_alloc(o, 2, 3, L.cfg.hidden);
+  ck_assert_msg(hm_layer_group_replay(L.g, &c.step.in, 5, o, lc_replay_check, &rc) == HM_OK, "%s", hm_errmsg());
+  lc_last_outputs_free(o, 2);
+  lc_replay_ctx_free(&rc);
   /* an index source cannot be recorded: its select runs on the host */
   lc_case_free(&c);
   lc_teardown(&L);
@@ -385,7 +246,7 @@ END_TEST
  * checked on the chain's own input to it (the reference's step of that layer from the previous
  * layer's GPU outputs: K1 exactly, the attention-side residual close); the last layer's outputs
  * are the set's expected bits. Then the whole chain is recorded once as packets and replayed with
- * the sets changing every replay as replays_of does (never the same set twice in a row), the last
+ * the sets changing every replay as lc_replays_of does (never the same set twice in a row), the last
  * layer's outputs the set's bits and every layer's epoch one step on each time: 20 launches of the
  * chain in all, 5 under chaos (a launch of three layers costs the agent about a second; the
  * thousand replays run on one layer above). */
@@ -451,10 +312,10 @@ START_TEST(chain_replays) {
       hm_gen_step_free(&ref);
     }
     for (uint32_t j = 0; j < k; j++)
-      ck_assert_msg(!same_outputs(&o[j][(N - 1) * TP], &o[k][(N - 1) * TP], S, D), "sets %u and %u alike", j, k);
+      ck_assert_msg(!lc_same_outputs(&o[j][(N - 1) * TP], &o[k][(N - 1) * TP], S, D), "sets %u and %u alike", j, k);
   }
-  replay_ctx rc;
-  replay_ctx_init(&rc, rt, g, TP, S, D, N, CSETS);
+  lc_replay_ctx rc;
+  lc_replay_ctx_init(&rc, rt, g, TP, S, D, N, CSETS);
   const char *chaos = getenv("HSAMONO_SIM_CHAOS");
   rc.replays = (chaos && *chaos ? 5 : 20) - CSETS;
   uint32_t order[20];
@@ -462,11 +323,11 @@ START_TEST(chain_replays) {
   rc.order = order;
   for (uint32_t k = 0; k < CSETS; k++) rc.want[k] = &o[k][(N - 1) * TP], rc.in[k] = in[k];
   hm_layer_outputs last[TP];
-  last_outputs_alloc(last, TP, S, D);
-  ck_assert_msg(hm_layer_group_replay(g, in[order[0]], rc.replays, last, replay_check, &rc) == HM_OK, "%s",
+  lc_last_outputs_alloc(last, TP, S, D);
+  ck_assert_msg(hm_layer_group_replay(g, in[order[0]], rc.replays, last, lc_replay_check, &rc) == HM_OK, "%s",
                 hm_errmsg());
-  last_outputs_free(last, TP);
-  replay_ctx_free(&rc);
+  lc_last_outputs_free(last, TP);
+  lc_replay_ctx_free(&rc);
   for (uint32_t k = 0; k < CSETS; k++)
     for (uint32_t j = 0; j < N * TP; j++)
       free(o[k][j].x), free(o[k][j].res), free(o[k][j].post), free(o[k][j].comb), free(o[k][j].pre),

@@ -55,6 +55,15 @@ START_TEST(full_dims) {
 }
 END_TEST
 
+/* A recorded whole-layer step on gfx942 (K1 and K2 on one queue, packets only) replayed over input
+ * sets that change every replay (layer_case.c lc_replays_of): every rank's outputs the set's bits
+ * from its checked step, the epoch one on each replay. A launch that read the step before's
+ * mailboxes or pushes hands on the previous set's values and fails it. */
+/* TP 4 at 7 rows (two token passes) costs the software agent several times gfx950's TP 2 at 2 rows a
+ * launch: 40 launches here (8 under chaos); test_layer.c's 1,000 cover the protocol's reuse. */
+START_TEST(replays_bit_identical) { lc_replays_of(HM_ARCH_GFX942, 4, 3, 7, 40, 8); }
+END_TEST
+
 /* ---------------------------------------------------------------- refusals */
 
 static void expect_status(hm_status st, hm_status want, const char *words) {
@@ -109,6 +118,7 @@ Suite *hm_test_suite(void) {
   const tl_case tests[] = {
       {"tiny_rows", tiny_rows},           {"tiny_layer_kinds", tiny_layer_kinds}, {"tiny_hard_cases", tiny_hard_cases},
       {"full_dims", full_dims},           {"rows_43_refused", rows_43_refused},   {"create_refusals", create_refusals},
+      {"replays_bit_identical", replays_bit_identical},
   };
   return TL_SUITE("layer_942", tests, 1800);
 }

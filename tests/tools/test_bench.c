@@ -98,6 +98,53 @@ START_TEST(ffn_table_gfx942) {
 }
 END_TEST
 
+/* `ffn --model mi355x` (issue 15): after the CPU-time table, a modelled row a width (rows, modelled_us,
+ * floor_us, ratio) and each width's critical path, every line of it saying it is a model; the ratio is
+ * modelled over floor (all three printed to 2 decimals, the slack their roundings), the floor the
+ * width's weight bytes at the model's 7.2 TB/s, never above the modelled time; each path a stage per line
+ * with µs, the first a stage, their sum the modelled time (each printed to 3 decimals: 0.002 a piece). */
+START_TEST(ffn_model_table) {
+  char *out;
+  ck_assert_int_eq(run_bench("HSAMONO_RUNTIME=sim", "ffn --config tiny --tp 2 --rows 1,3 --steps 1 --model mi355x", &out),
+                   0);
+  ck_assert_ptr_nonnull(strstr(out, "a timing model replaying the software agent's trace"));
+  ck_assert_ptr_nonnull(strstr(out, "HBM 7.2 TB/s"));
+  unsigned seen = 0, paths = 0, pieces = 0;
+  double modelled[2] = {0}, sum = 0;
+  int in_path = -1;
+  for (char *l = strtok(out, "\n"); l; l = strtok(NULL, "\n")) {
+    unsigned rows;
+    double m, f, r, us;
+    char word[16];
+    if (sscanf(l, " %u %lf %lf %lf MI355X (model%c", &rows, &m, &f, &r, word) == 5) {
+      ck_assert(rows == 1 || rows == 3);
+      /* each printed to 2 decimals: r f against m within the roundings of r and f and m */
+      ck_assert_msg(m >= f && f > 0 && fabs(r * f - m) <= 0.005 * (r + f) + 0.006, "%s", l);
+      modelled[rows == 3] = m;
+      seen |= 1u << (rows == 3);
+      continue;
+    }
+    if (sscanf(l, "# critical path of the FFN launch, %u rows", &rows) == 1) {
+      ck_assert_ptr_nonnull(strstr(l, "(model)"));
+      if (in_path >= 0) ck_assert_msg(fabs(sum - modelled[in_path]) <= 0.002 * pieces + 0.01, "path %g", sum);
+      in_path = rows == 3, sum = 0, pieces = 0, paths++;
+      continue;
+    }
+    if (sscanf(l, "# %lf us %15s", &us, word) == 2) {
+      ck_assert_msg(strstr(l, "(model)") != NULL, "a path line not saying it is a model: %s", l);
+      ck_assert(!strcmp(word, "stage") || !strcmp(word, "wait"));
+      if (!pieces) ck_assert_str_eq(word, "stage");
+      sum += us, pieces++;
+    }
+  }
+  ck_assert_int_ge(in_path, 0);
+  ck_assert_msg(fabs(sum - modelled[in_path]) <= 0.002 * pieces + 0.01, "path %g, modelled %g", sum, modelled[in_path]);
+  ck_assert_uint_eq(seen, 3);
+  ck_assert_uint_eq(paths, 2);
+  free(out);
+}
+END_TEST
+
 /* `ffn --arch gfx942` where the user made the software agent a gfx950 (and the default gfx950 on a
  * gfx942 agent): refused after the runtime opens, exit 2, one line naming the agent, its arch and
  * what to change; nothing measured. */
@@ -452,5 +499,10 @@ Suite *hm_test_suite(void) {
   tcase_add_test(tc, ffn_timeline_files);
   tcase_add_test(tc, k1_timeline_json);
   suite_add_tcase(s, tc);
+  /* its own case, so CK_RUN_CASE=model runs it alone */
+  TCase *tm = tcase_create("model");
+  tcase_set_timeout(tm, 600);
+  tcase_add_test(tm, ffn_model_table);
+  suite_add_tcase(s, tm);
   return s;
 }

@@ -137,6 +137,12 @@ static const struct bad bad[] = {
     {'b', "ffn --rows 1,2,3,4,5,6,7,8,9", "--rows"}, {'b', "ffn --steps 0", "--steps"},
     {'b', "ffn --steps -1", "--steps"}, {'b', "ffn --experts 0", "--experts"}, {'b', "ffn --ctas -2", "--ctas"},
     {'b', "ffn --topk 0", "--topk"}, {'b', "ffn --config tiny --experts 3", "experts 3"},
+    /* --model PART (issue 15): a part of the launch's own arch */
+    {'b', "ffn --model mi300x", "--model mi300x: the part of --arch gfx950 is mi355x"},
+    {'b', "ffn --arch gfx942 --model mi355x", "--model mi355x: the part of --arch gfx942 is mi300x"},
+    {'b', "k1 --model mi300x", "--model mi300x: the part of --arch gfx950 is mi355x"},
+    {'b', "ffn --model h100", "--model"},
+    {'b', "layer --model mi300x", "--model mi300x: the part of --arch gfx950 is mi355x"},
     {'b', "k1 --tp 3", "--tp"}, {'b', "k1 --rows 1,49", "--rows"}, {'b', "k1 --steps x", "--steps"},
     {'b', "k1 --layer 43", "--layer"}, {'b', "k1 --steps 0", "--steps"},
     {'b', "layer --rows 0", "--rows"}, {'b', "layer --steps 0", "--steps"}, {'b', "layer --layer 43", "--layer"},

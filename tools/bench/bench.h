@@ -73,7 +73,14 @@ typedef struct bench_layer_row {
  * many rows (one request, past the window) into out[]. reduced: cfg's routing is not the model's;
  * ctas: the grid (0: launch_tool_grid's). tl: NULL, or where each rank's last K1 and K2 timelines of
  * each width go (--timeline). 0, or 1 with the error printed. */
+typedef struct bench_tm_row bench_tm_row; /* tmodel.h */
+typedef struct hm_part hm_part;           /* hm_model.h */
 int bench_layer_time(hm_runtime *rt, const hm_layer_config *cfg, bool reduced, uint32_t tp, hm_arch arch,
                      const uint32_t *rows, unsigned nrows, uint32_t steps, uint64_t seed, long ctas, bench_tl *tl, bench_layer_row *out);
+/* The same, and with part non-NULL one more step of each width traced and replayed on it into mrows[i]
+ * (--model; the rows' names from K1's and K2's timelines). */
+int bench_layer_time_model(hm_runtime *rt, const hm_layer_config *cfg, bool reduced, uint32_t tp, hm_arch arch,
+                           const uint32_t *rows, unsigned nrows, uint32_t steps, uint64_t seed, long ctas, bench_tl *tl, bench_layer_row *out,
+                           const hm_part *part, bench_tm_row *mrows);
 
 #endif /* HM_BENCH_H */

@@ -9,17 +9,27 @@
 #include "../launch_tool.h"
 #include "bench.h"
 #include "timeline.h"
+#include "tmodel.h"
 #include "hm_config.h"
 #include "hm_ffn_group.h"
 #include "hm_ref.h"
 
 #define MAX_ROWS_LIST 8
 
+struct ffn_step_arg {
+  hm_ffn_group *g;
+  const hm_ffn_inputs *in;
+};
+static hm_status ffn_step_once(void *arg) {
+  const struct ffn_step_arg *a = arg;
+  return hm_ffn_group_step(a->g, a->in, 1, NULL, NULL);
+}
+
 static void usage(FILE *f) {
   fprintf(f,
           "usage: hsa-mono-bench ffn [--tp N] [--rows R[,R...]] [--config v41-flash|tiny] [--layer L]\n"
           "                          [--experts E --topk K] [--steps N] [--seed S] [--ctas G] [--arch A]\n"
-          "                          " BENCH_TL_USAGE "\n"
+          "                          " BENCH_TL_USAGE " " BENCH_TM_USAGE "\n"
           "\n"
           "Runs the FFN launch of layer L (default 3) for a TP group (default 4) in this process, each rank\n"
           "on its own agent, `steps` steps (default 100 on a GPU, 2 on the software agent, after one\n"
@@ -32,11 +42,11 @@ static void usage(FILE *f) {
           "CTA a CU).\n"
           "--arch gfx942 (MI300X/MI325X): the gfx942 weight copies on gfx942 agents (the software agent made one\n"
           "unless HSAMONO_SIM_ARCH says otherwise), TP 4 and at most 42 rows, the floor at MI300X's 5.3 TB/s\n"
-          "peak (4.2 TB/s measured). Default gfx950.\n" BENCH_TL_HELP);
+          "peak (4.2 TB/s measured). Default gfx950.\n" BENCH_TL_HELP BENCH_TM_HELP);
 }
 
 int bench_ffn(int argc, char **argv) {
-  const char *model = "v41-flash", *tlpath = NULL, *arch_word = "gfx950";
+  const char *model = "v41-flash", *tlpath = NULL, *arch_word = "gfx950", *part_word = NULL;
   long layer = 3, tp = 4, steps = 0, experts = -1, topk = 0, ctas = 0;
   unsigned long long seed = 1;
   uint32_t rows[MAX_ROWS_LIST] = {1, 8};
@@ -47,6 +57,7 @@ int bench_ffn(int argc, char **argv) {
                                        {"steps", required_argument, 0, 'n'},   {"seed", required_argument, 0, 's'},
                                        {"ctas", required_argument, 0, 'g'},    {"timeline", required_argument, 0, 'T'},
                                        {"arch", required_argument, 0, 'a'},    {"help", no_argument, 0, 'h'},
+                                       {"model", required_argument, 0, 'M'},
                                        {0, 0, 0, 0}};
   cli c = {.prog = "hsa-mono-bench ffn", .usage = usage};
   int o;
@@ -64,6 +75,7 @@ int bench_ffn(int argc, char **argv) {
       case 'g': cli_long(&c, 1, LAUNCH_TOOL_MAX_CTAS, &ctas); break;
       case 'T': bench_tl_arg(&c, &tlpath); break;
       case 'a': cli_word(&c, launch_tool_arches, &arch_word); break;
+      case 'M': cli_word(&c, bench_tm_parts, &part_word); break;
       case 'h': usage(stdout); return 0;
     }
   }
@@ -72,12 +84,24 @@ int bench_ffn(int argc, char **argv) {
   uint32_t most = 0;
   for (unsigned i = 0; i < nrows; i++) most = rows[i] > most ? rows[i] : most;
   if (launch_tool_arch_shape(&c, arch, tp, most)) return CLI_EXIT_MISUSE;
+  /* a part replays its own arch's kernels: MI300X's has no gfx950 instruction, MI355X's no gfx942 code */
+  if (part_word && (arch == HM_ARCH_GFX942) != !strcmp(part_word, "mi300x"))
+    return cli_refuse(&c, "--model %s: the part of --arch %s is %s", part_word, arch_word,
+                      arch == HM_ARCH_GFX942 ? "mi300x" : "mi355x");
   hm_layer_config cfg;
   bool reduced;
   if (ffn_tool_layer(model, layer, experts > 0 ? experts : 0, topk, &cfg, &reduced) != HM_OK)
     return cli_refuse(&c, "%s", hm_errmsg());
   launch_tool_arch_select(arch);
+  const hm_part *mpart = part_word ? hm_part_find(part_word) : NULL;
   hm_runtime *rt = bench_open();
+  if (mpart && !hm_runtime_is_sim(rt)) {
+    fprintf(stderr, "hsa-mono-bench ffn: --model needs the software agent's trace (HSAMONO_RUNTIME=sim)\n");
+    hm_runtime_close(rt);
+    return CLI_EXIT_NOT_RUN;
+  }
+  bench_tm_row mrows[MAX_ROWS_LIST];
+  unsigned nm = 0;
   if (launch_tool_arch_agents(c.prog, rt, (uint32_t)tp, arch)) {
     hm_runtime_close(rt);
     return CLI_EXIT_NOT_RUN;
@@ -106,7 +130,7 @@ int bench_ffn(int argc, char **argv) {
   if (launch_tool_weights(&cfg, (uint32_t)tp, seed, HM_WPART_FFN, arch, w) != HM_OK) goto fail;
   built = (uint32_t)tp;
   hm_ffn_config fc = ffn_tool_launch(rt, reduced, ctas);
-  fc.timeline = tl != NULL;
+  fc.timeline = tl != NULL || mpart; /* --model names the trace's stages from the timeline's */
   if (hm_ffn_group_create(rt, w, (uint32_t)tp, &fc, &g) != HM_OK) goto fail;
   printf("# grid %u CTAs x 512 work-items a rank\n", hm_ffn_grid(hm_ffn_group_rank(g, 0)));
   char fpeak[24], freal[24];
@@ -140,6 +164,15 @@ int bench_ffn(int argc, char **argv) {
     hm_status st = ok ? hm_ffn_group_step(g, &in, 1, NULL, NULL) : HM_ERR_NO_MEMORY; /* warm-up: the width's mailboxes */
     if (!st) st = hm_ffn_group_step(g, &in, (uint32_t)steps, NULL, &ns);
     if (!st) st = hm_ffn_step_bytes(hm_ffn_group_rank(g, 0), S, &bytes, &ne);
+    if (!st && mpart) {
+      struct ffn_step_arg a = {g, &in};
+      hm_timeline view;
+      bench_tm_row *m = &mrows[nm];
+      memset(m, 0, sizeof *m);
+      m->rows = S;
+      if (bench_tm_step(rt, mpart, ffn_step_once, &a, m)) st = HM_ERR_RUNTIME;
+      else if (nm++, !(st = hm_ffn_timeline(hm_ffn_group_rank(g, 0), &view))) bench_tm_name(m, view.kernel, view.names, view.slots);
+    }
     for (uint32_t r = 0; !st && tl && r < (uint32_t)tp; r++) {
       hm_timeline view;
       char name[32];
@@ -153,11 +186,13 @@ int bench_ffn(int argc, char **argv) {
     printf("%6u %12.1f %10u %12llu %12.2f %12.2f %9.1f  %s%s\n", S, ns / 1e3, ne, (unsigned long long)bytes, f8, f7,
            ns / 1e3 / f8, arch_word, hm_runtime_is_sim(rt) ? "  (software agent: CPU time)" : "");
   }
+  if (mpart) bench_tm_print(mpart, "the FFN launch", mrows, nm), nm = 0;
   rc = tl && bench_tl_write(tl, "hsa-mono-bench ffn") ? CLI_EXIT_NOT_RUN : 0;
   goto done;
 fail:
   fprintf(stderr, "hsa-mono-bench ffn: %s\n", hm_errmsg());
 done:
+  for (unsigned i = 0; i < nm; i++) bench_tm_row_free(&mrows[i]);
   bench_tl_free(tl);
   hm_ffn_group_destroy(g);
   for (uint32_t r = 0; r < built; r++) hm_weights_free(&w[r]);

@@ -10,6 +10,7 @@
 #include "../layer_tool.h"
 #include "bench.h"
 #include "timeline.h"
+#include "tmodel.h"
 
 #define MAX_ROWS_LIST 8
 /* The generated steps' context: past the 128-slot window, so every row attends a full window (and a
@@ -17,10 +18,26 @@
 #define BENCH_CTX 1024
 
 int bench_layer_time(hm_runtime *rt, const hm_layer_config *cfg, bool reduced, uint32_t tp, hm_arch arch,
-                     const uint32_t *rows, unsigned nrows, uint32_t steps, uint64_t seed, long ctas, bench_tl *tl, bench_layer_row *out) {
+                     const uint32_t *rows, unsigned nrows, uint32_t steps, uint64_t seed, long ctas, bench_tl *tl,
+                     bench_layer_row *out) {
+  return bench_layer_time_model(rt, cfg, reduced, tp, arch, rows, nrows, steps, seed, ctas, tl, out, NULL, NULL);
+}
+
+struct layer_step_arg {
+  hm_layer_group *g;
+  const hm_gen_step *step;
+};
+static hm_status layer_step_once(void *arg) {
+  const struct layer_step_arg *a = arg;
+  return hm_layer_group_step(a->g, &a->step->in, 1, NULL, NULL);
+}
+
+int bench_layer_time_model(hm_runtime *rt, const hm_layer_config *cfg, bool reduced, uint32_t tp, hm_arch arch,
+                           const uint32_t *rows, unsigned nrows, uint32_t steps, uint64_t seed, long ctas, bench_tl *tl, bench_layer_row *out,
+                           const hm_part *part, bench_tm_row *mrows) {
   layer_tool L;
   hm_ffn_config run = ffn_tool_launch(rt, reduced, ctas);
-  run.timeline = tl != NULL;
+  run.timeline = tl != NULL || part; /* --model names the trace's stages from the timelines' */
   if (layer_tool_open(&L, rt, cfg, tp, seed, NULL, 0, arch, &run, NULL) != HM_OK) {
     fprintf(stderr, "hsa-mono-bench: layer %d: %s\n", cfg->layer, hm_errmsg());
     return 1;
@@ -55,6 +72,16 @@ int bench_layer_time(hm_runtime *rt, const hm_layer_config *cfg, bool reduced, u
     uint64_t ffn = 0;
     uint32_t ne = 0;
     if (!st) st = hm_ffn_step_bytes(k2, S, &ffn, &ne);
+    if (!st && part) {
+      struct layer_step_arg a = {L.g, &step};
+      bench_tm_row *m = &mrows[i];
+      memset(m, 0, sizeof *m);
+      m->rows = S;
+      hm_timeline v1, v2;
+      if (bench_tm_step(rt, part, layer_step_once, &a, m)) st = HM_ERR_RUNTIME;
+      else if (!(st = hm_k1_timeline(hm_layer_k1(l0), &v1)) && !(st = hm_ffn_timeline(k2, &v2)))
+        bench_tm_name(m, v1.kernel, v1.names, v1.slots), bench_tm_name(m, v2.kernel, v2.names, v2.slots);
+    }
     for (uint32_t r = 0; !st && tl && r < tp; r++) { /* K1's timeline, then K2's (or the FFN launch's) */
       hm_layer *l = hm_layer_group_rank(L.g, r);
       hm_timeline view;
@@ -80,6 +107,7 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: hsa-mono-bench layer [--layer L] [--tp N] [--rows R[,R...]] [--config v41-flash|tiny]\n"
           "                            [--experts E] [--steps N] [--seed S] [--ctas G] [--arch A] " BENCH_TL_USAGE "\n"
+          "                            " BENCH_TM_USAGE "\n"
           "\n"
           "Runs whole steps of layer L (default 3, a ratio-2 REUSE layer; any of 0..42: K1, on an index source\n"
           "the select step and keylist launch, K2) for a TP group (default 4) in this process, each rank on its\n"
@@ -91,7 +119,7 @@ static void usage(FILE *f) {
           "routed experts of v41-flash are cut to 32 (top-6) so a step takes seconds (--experts E: another\n"
           "count; every line says the run is reduced), its times are CPU times, printed for the record, not\n"
           "GPU figures, and its grid is 8 CTAs a rank (--ctas G: another grid; a GPU's default is one CTA a CU).\n"
-          BENCH_TL_HELP LAUNCH_TOOL_ARCH_LAYER_HELP);
+          BENCH_TL_HELP LAUNCH_TOOL_ARCH_LAYER_HELP BENCH_TM_HELP);
 }
 
 int bench_layer(int argc, char **argv) {
@@ -100,8 +128,8 @@ int bench_layer(int argc, char **argv) {
   unsigned long long seed = 1;
   uint32_t rows[MAX_ROWS_LIST] = {1, 8};
   unsigned nrows = 2;
-  const char *arch_word = "gfx950";
-  static const struct option opts[] = {{"layer", required_argument, 0, 'l'},   {"tp", required_argument, 0, 't'},
+  const char *arch_word = "gfx950", *part_word = NULL;
+  static const struct option opts[] = {{"model", required_argument, 0, 'M'}, {"layer", required_argument, 0, 'l'},   {"tp", required_argument, 0, 't'},
                                        {"rows", required_argument, 0, 'r'},    {"config", required_argument, 0, 'c'},
                                        {"experts", required_argument, 0, 'e'}, {"steps", required_argument, 0, 'n'},
                                        {"seed", required_argument, 0, 's'},    {"ctas", required_argument, 0, 'g'},
@@ -122,6 +150,7 @@ int bench_layer(int argc, char **argv) {
       case 'g': cli_long(&c, 1, LAUNCH_TOOL_MAX_CTAS, &ctas); break;
       case 'T': bench_tl_arg(&c, &tlpath); break;
       case 'a': cli_word(&c, launch_tool_arches, &arch_word); break;
+      case 'M': cli_word(&c, bench_tm_parts, &part_word); break;
       case 'h': usage(stdout); return 0;
     }
   }
@@ -130,11 +159,16 @@ int bench_layer(int argc, char **argv) {
   uint32_t most = 0;
   for (unsigned i = 0; i < nrows; i++) most = rows[i] > most ? rows[i] : most;
   if (launch_tool_arch_shape(&c, arch, tp, most)) return CLI_EXIT_MISUSE;
+  /* --model's part is the arch's: MI355X for gfx950, MI300X for gfx942 */
+  const char *arch_part = arch == HM_ARCH_GFX942 ? "mi300x" : "mi355x";
+  if (part_word && strcmp(part_word, arch_part))
+    return cli_refuse(&c, "--model %s: the part of --arch %s is %s", part_word, arch_word, arch_part);
   hm_layer_config named;
   bool red;
   if (ffn_tool_layer(model, layer, experts > 0 ? experts : 0, 0, &named, &red) != HM_OK)
     return cli_refuse(&c, "%s", hm_errmsg());
   launch_tool_arch_select(arch);
+  const hm_part *mpart = part_word ? hm_part_find(part_word) : NULL;
   hm_runtime *rt = bench_open();
   if (launch_tool_arch_agents(c.prog, rt, (uint32_t)tp, arch)) {
     hm_runtime_close(rt);
@@ -143,6 +177,13 @@ int bench_layer(int argc, char **argv) {
   /* the part's HBM: the floor a step's bytes are set against */
   const bench_part part = bench_part_of(arch);
   const bool sim = hm_runtime_is_sim(rt);
+  if (mpart && !sim) {
+    fprintf(stderr, "hsa-mono-bench layer: --model needs the software agent's trace (HSAMONO_RUNTIME=sim)\n");
+    hm_runtime_close(rt);
+    return CLI_EXIT_NOT_RUN;
+  }
+  bench_tm_row mrows[MAX_ROWS_LIST];
+  memset(mrows, 0, sizeof mrows);
   if (!steps) steps = sim ? 2 : 100;
   /* the software agent's default: 32 of V4.1-Flash's routed experts, so a step takes seconds */
   if (experts < 0) experts = sim && !strcmp(model, "v41-flash") ? 32 : 0;
@@ -164,7 +205,9 @@ int bench_layer(int argc, char **argv) {
   bench_tl *tl = tlpath ? bench_tl_new(tlpath) : NULL;
   int rc = tlpath && !tl;
   if (rc) fprintf(stderr, "hsa-mono-bench layer: --timeline: out of memory\n");
-  if (!rc) rc = bench_layer_time(rt, &cfg, reduced, (uint32_t)tp, arch, rows, nrows, (uint32_t)steps, seed, ctas, tl, out);
+  if (!rc)
+    rc = bench_layer_time_model(rt, &cfg, reduced, (uint32_t)tp, arch, rows, nrows, (uint32_t)steps, seed, ctas, tl, out,
+                                mpart, mrows);
   if (!rc) {
     char fpeak[24], freal[24];
     snprintf(fpeak, sizeof fpeak, "floor_us@%.1f", part.peak / 1e12);
@@ -176,6 +219,9 @@ int bench_layer(int argc, char **argv) {
              (unsigned long long)out[i].bytes, f8, f7, out[i].us / f8, note);
     }
   }
+  if (!rc && mpart) bench_tm_print(mpart, "the whole layer (K1, then K2)", mrows, nrows);
+  else
+    for (unsigned i = 0; i < nrows; i++) bench_tm_row_free(&mrows[i]);
   if (!rc && tl) rc = bench_tl_write(tl, "hsa-mono-bench layer");
   bench_tl_free(tl);
   hm_runtime_close(rt);

@@ -1,0 +1,66 @@
+/* hsa/hm_trace.h: the software agent's trace of what each CTA of a launch did (issue 15 item 2): per
+ * stage the bytes it loaded and stored, its matrix instructions, and which stage's stores its waits read. */
+#ifndef HM_TRACE_H
+#define HM_TRACE_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Matrix instruction kinds, in device/dev_host.h's enum dev_mfma_op order (the sim checks it). */
+#define HM_TRACE_MFMA_KINDS 9
+/* Stage slots a CTA: the timeline's (device/dev_timeline.h, DEV_TL_SLOTS) and one for what a CTA does
+ * after its last stamp. Slot 0 is the CTA's prologue (up to the timeline's start stamp), slot s the
+ * stage the timeline's stamp s ends. */
+#define HM_TRACE_SLOTS 17u
+
+/* One dispatch the trace saw: its agent (GPU index), its order among that agent's dispatches since the
+ * trace began (launch), its kernel and grid. */
+typedef struct hm_trace_launch {
+  uint32_t agent, launch, ctas;
+  char kernel[64];
+} hm_trace_launch;
+
+/* One CTA's stage. Loads are split by the dialect's cache policy: a load with the non-temporal policy
+ * (DEV_CP_NT, which the kernels use for weight streams and nothing else) counts as weights, as the
+ * distinct 128-byte lines the stage read (what HBM serves, however its work-items split a line); plain loads,
+ * and the words of device- or system-scope and atomic loads that another CTA's traced store wrote (each
+ * once a stage: polls repeat), as hand-off data. */
+typedef struct hm_trace_stage {
+  uint32_t agent, launch, cta, slot;
+  uint64_t weight_bytes;
+  uint64_t weight_pre_bytes; /* of weight_bytes, the lines a work-item read before its first wait */
+  uint64_t handoff_bytes;
+  uint64_t dev_store_bytes;  /* stores not at system scope (plain, device-scope, atomics at agent scope) */
+  uint64_t sys_store_bytes;  /* system-scope stores, this agent's memory or a peer's */
+  uint64_t peer_store_bytes; /* of sys_store_bytes, those to another agent's memory (over xGMI) */
+  uint64_t mfma[HM_TRACE_MFMA_KINDS]; /* wave instructions by kind */
+} hm_trace_stage;
+
+/* A wait: a CTA's stage read words another CTA's stage had stored (a device- or system-scope store
+ * or atomic store, read with a device- or system-scope or atomic load that returned the stored
+ * value), once a pair of stages, `words` distinct 4-byte words. */
+typedef struct hm_trace_wait {
+  uint32_t agent, launch, cta, slot;
+  uint32_t w_agent, w_launch, w_cta, w_slot;
+  uint32_t words;
+} hm_trace_wait;
+
+/* A whole trace, each array sorted (agent, launch, cta, slot[, writer]): the same launch gives the
+ * same bytes whatever the order its CTAs ran in. */
+typedef struct hm_trace {
+  hm_trace_launch *launches;
+  uint32_t nlaunches;
+  hm_trace_stage *stages;
+  uint32_t nstages;
+  hm_trace_wait *waits;
+  uint32_t nwaits;
+} hm_trace;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HM_TRACE_H */

@@ -1,0 +1,232 @@
+/* tests/layer/test_model.c: the software agent's trace of a launch and the timing model that replays it
+ * (issue 15 items 2 and 3): the model's laws on traces made here, and a real launch's trace. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "helpers.h"
+#include "hm_ffn_group.h"
+#include "hm_model.h"
+#include "hm_trace.h"
+
+#define TP 2u
+#define ROWS 7u
+#define GRID 8u
+
+/* A trace made here: `n` stages and `m` waits, one launch a agent of `ctas` CTAs. */
+static hm_trace made(hm_trace_stage *st, uint32_t n, hm_trace_wait *w, uint32_t m, hm_trace_launch *l, uint32_t nl) {
+  hm_trace t = {.launches = l, .nlaunches = nl, .stages = st, .nstages = n, .waits = w, .nwaits = m};
+  return t;
+}
+
+static double path_sum(const hm_model_result *r) {
+  double s = 0;
+  for (uint32_t i = 0; i < r->npath; i++) s += r->path[i].s;
+  return s;
+}
+
+/* A launch that only streams weights, spread evenly over a part's whole grid (one CTA a CU, one stage
+ * each): the model's time is the weight bytes at the part's HBM bandwidth plus one load latency (the
+ * first bytes' wait, which no stream hides), on both parts; and as the bytes grow its ratio to the
+ * floor goes to 1. Relative tolerance 1e-9: the sums are of a few hundred doubles. */
+START_TEST(weights_only_at_floor) {
+  const char *ids[] = {"mi355x", "mi300x"};
+  for (int k = 0; k < 2; k++) {
+    const hm_part *p = hm_part_find(ids[k]);
+    ck_assert_ptr_nonnull(p);
+    const uint32_t G = p->cus;
+    const uint64_t per = 1u << 20; /* bytes a CTA: 256 MB over MI355X's grid */
+    hm_trace_stage *st = calloc(G, sizeof *st);
+    ck_assert_ptr_nonnull(st);
+    for (uint32_t c = 0; c < G; c++) st[c] = (hm_trace_stage){.cta = c, .slot = 0, .weight_bytes = per};
+    hm_trace_launch l = {.agent = 0, .launch = 0, .ctas = G, .kernel = "stream"};
+    hm_trace t = made(st, G, NULL, 0, &l, 1);
+    hm_model_result r;
+    char err[200];
+    ck_assert_msg(hm_model_run(&t, p, &r, err, sizeof err) == 0, "%s", err);
+    const double floor = (double)per * G / p->hbm_bw;
+    ck_assert_uint_eq(r.weight_bytes, per * G);
+    ck_assert_msg(fabs(r.floor_s - floor) <= 1e-9 * floor, "floor %g, want %g", r.floor_s, floor);
+    ck_assert_msg(fabs(r.total_s - (floor + p->load_lat_s)) <= 1e-9 * floor, "%s: %g s, want the floor %g + %g",
+                  p->name, r.total_s, floor, p->load_lat_s);
+    ck_assert_msg(r.total_s / r.floor_s < 1.02, "%s: %.3f x the floor", p->name, r.total_s / r.floor_s);
+    hm_model_result_free(&r);
+    free(st);
+  }
+}
+END_TEST
+
+/* A chain of N hand-offs: CTA k's stage waits on CTA k-1's and none of them loads, stores or multiplies
+ * anything, so the launch takes N x the hand-off latency: device-scope within an agent, system-scope
+ * when the chain alternates between two agents; the critical path is the chain, every wait on it. */
+START_TEST(handoff_chain) {
+  const hm_part *p = hm_part_find("mi355x");
+  enum { N = 9 };
+  for (int sys = 0; sys < 2; sys++) {
+    hm_trace_stage st[N + 1];
+    hm_trace_wait w[N];
+    hm_trace_launch l[2] = {{.agent = 0, .ctas = N + 1}, {.agent = 1, .ctas = N + 1}};
+    memset(st, 0, sizeof st);
+    for (uint32_t k = 0; k <= N; k++) st[k] = (hm_trace_stage){.agent = sys ? k % 2 : 0, .cta = k};
+    for (uint32_t k = 1; k <= N; k++)
+      w[k - 1] = (hm_trace_wait){.agent = st[k].agent, .cta = k, .w_agent = st[k - 1].agent, .w_cta = k - 1, .words = 1};
+    /* the trace's order: (agent, launch, cta, slot), waits likewise */
+    hm_trace_stage so[N + 1];
+    hm_trace_wait wo[N];
+    uint32_t ns = 0, nw = 0;
+    for (uint32_t a = 0; a < 2; a++)
+      for (uint32_t k = 0; k <= N; k++)
+        if (st[k].agent == a) {
+          so[ns++] = st[k];
+          if (k) wo[nw++] = w[k - 1];
+        }
+    hm_trace t = made(so, ns, wo, nw, l, 2);
+    hm_model_result r;
+    char err[200];
+    ck_assert_msg(hm_model_run(&t, p, &r, err, sizeof err) == 0, "%s", err);
+    const double lat = sys ? p->sys_handoff_s : p->dev_handoff_s;
+    ck_assert_msg(fabs(r.total_s - N * lat) <= 1e-12, "%s chain: %g s, want %d x %g", sys ? "system" : "device",
+                  r.total_s, N, lat);
+    uint32_t waits = 0;
+    for (uint32_t i = 0; i < r.npath; i++) waits += r.path[i].kind == HM_SEG_WAIT;
+    ck_assert_uint_eq(waits, N);
+    ck_assert_msg(fabs(path_sum(&r) - r.total_s) <= 1e-15, "path %g, total %g", path_sum(&r), r.total_s);
+    hm_model_result_free(&r);
+  }
+}
+END_TEST
+
+/* One traced step of the FFN launch (tiny layer 3, TP 2, 7 rows, 8 CTAs a rank), after a warm-up step. */
+static hm_trace trace_ffn_step(void) {
+  hm_runtime *rt = tl_open_sim();
+  hm_layer_config cfg = tl_config("tiny", 3, 0, 0);
+  hm_layer_weights w[TP];
+  tl_build_group(&cfg, TP, 41, HM_WPART_FFN, w);
+  tl_ffn_inputs in;
+  tl_ffn_inputs_make(&cfg, ROWS, TP, 41, &in);
+  hm_ffn_inputs fi = {.rows = ROWS, .res = in.res, .post = in.post, .comb = in.comb, .pre = in.pre};
+  for (uint32_t r = 0; r < TP; r++) fi.parts[r] = in.parts[r];
+  hm_ffn_config fc = {.min_cus = 1, .reduced_experts = true};
+  hm_ffn_group *g;
+  ck_assert_msg(hm_ffn_group_create(rt, w, TP, &fc, &g) == HM_OK, "%s", hm_errmsg());
+  ck_assert_msg(hm_ffn_group_step(g, &fi, 1, NULL, NULL) == HM_OK, "%s", hm_errmsg());
+  hm_trace t;
+  ck_assert_int_eq(hm_runtime_trace_begin(rt), HM_OK);
+  ck_assert_msg(hm_ffn_group_step(g, &fi, 1, NULL, NULL) == HM_OK, "%s", hm_errmsg());
+  ck_assert_msg(hm_runtime_trace_end(rt, &t) == HM_OK, "%s", hm_errmsg());
+  /* a step after the trace ended is not recorded, nor is one before it began */
+  ck_assert_msg(hm_ffn_group_step(g, &fi, 1, NULL, NULL) == HM_OK, "%s", hm_errmsg());
+  hm_ffn_group_destroy(g);
+  tl_ffn_inputs_free(&in);
+  tl_free_group(w, TP);
+  hm_runtime_close(rt);
+  return t;
+}
+
+/* What the trace must hold for the FFN launch: one launch a rank of the grid, every CTA's 12 stages
+ * (prologue, push, the 10 FFN stages) and a tail where it did something after its last stamp; weights loaded, pushes to the peer over system scope,
+ * matrix instructions, device-scope waits and system-scope ones (the slice reads the peer's pushes). */
+static void expect_ffn_trace(const hm_trace *t) {
+  ck_assert_uint_eq(t->nlaunches, TP);
+  for (uint32_t a = 0; a < TP; a++) {
+    ck_assert_uint_eq(t->launches[a].agent, a);
+    ck_assert_uint_eq(t->launches[a].launch, 0);
+    ck_assert_uint_eq(t->launches[a].ctas, GRID);
+  }
+  uint64_t weights = 0, peer = 0, mfma = 0;
+  uint32_t stamped = 0;
+  for (uint32_t i = 0; i < t->nstages; i++) {
+    ck_assert_uint_le(t->stages[i].slot, 12);
+    stamped += t->stages[i].slot < 12;
+    weights += t->stages[i].weight_bytes, peer += t->stages[i].peer_store_bytes;
+    for (int k = 0; k < HM_TRACE_MFMA_KINDS; k++) mfma += t->stages[i].mfma[k];
+    ck_assert_uint_le(t->stages[i].weight_pre_bytes, t->stages[i].weight_bytes);
+  }
+  ck_assert_uint_eq(stamped, TP * GRID * 12);
+  ck_assert_uint_gt(weights, 0);
+  ck_assert_uint_gt(peer, 0);
+  ck_assert_uint_gt(mfma, 0);
+  uint32_t dev = 0, sys = 0;
+  for (uint32_t i = 0; i < t->nwaits; i++) {
+    const hm_trace_wait *w = &t->waits[i];
+    ck_assert(!(w->agent == w->w_agent && w->cta == w->w_cta)); /* a CTA does not wait on itself */
+    ck_assert_uint_gt(w->words, 0);
+    if (w->agent == w->w_agent) dev++;
+    else sys++;
+  }
+  ck_assert_uint_gt(dev, 0);
+  ck_assert_uint_gt(sys, 0);
+}
+
+static void expect_same_trace(const hm_trace *a, const hm_trace *b, const char *what) {
+  ck_assert_msg(a->nlaunches == b->nlaunches && a->nstages == b->nstages && a->nwaits == b->nwaits,
+                "%s: %u/%u/%u records, first run %u/%u/%u", what, b->nlaunches, b->nstages, b->nwaits, a->nlaunches,
+                a->nstages, a->nwaits);
+  ck_assert_msg(!memcmp(a->launches, b->launches, a->nlaunches * sizeof *a->launches), "%s: launches differ", what);
+  for (uint32_t i = 0; i < a->nstages; i++)
+    ck_assert_msg(!memcmp(&a->stages[i], &b->stages[i], sizeof a->stages[i]),
+                  "%s: stage record %u (rank %u CTA %u slot %u) differs: weights %llu/%llu pre %llu/%llu handoff "
+                  "%llu/%llu",
+                  what, i, a->stages[i].agent, a->stages[i].cta, a->stages[i].slot,
+                  (unsigned long long)a->stages[i].weight_bytes, (unsigned long long)b->stages[i].weight_bytes,
+                  (unsigned long long)a->stages[i].weight_pre_bytes, (unsigned long long)b->stages[i].weight_pre_bytes,
+                  (unsigned long long)a->stages[i].handoff_bytes, (unsigned long long)b->stages[i].handoff_bytes);
+  ck_assert_msg(!memcmp(a->waits, b->waits, a->nwaits * sizeof *a->waits), "%s: waits differ", what);
+}
+
+/* The FFN launch's trace records what happened, not when: the same records, byte for byte, in two runs
+ * and under two chaos seeds (random CTA start order, yields and delays, a laggard CTA), all under the
+ * weak memory model; and the model's total is its critical path's sum. */
+START_TEST(trace_deterministic) {
+  const char *seeds[] = {NULL, NULL, "3", "11"};
+  hm_trace first = {0};
+  for (int i = 0; i < 4; i++) {
+    if (seeds[i]) setenv("HSAMONO_SIM_CHAOS", seeds[i], 1);
+    else unsetenv("HSAMONO_SIM_CHAOS");
+    hm_trace t = trace_ffn_step();
+    expect_ffn_trace(&t);
+    char what[64];
+    snprintf(what, sizeof what, "run %d (chaos %s)", i, seeds[i] ? seeds[i] : "off");
+    if (i == 0) {
+      first = t;
+      const hm_part *p = hm_part_find("mi355x");
+      hm_model_result r;
+      char err[200];
+      ck_assert_msg(hm_model_run(&t, p, &r, err, sizeof err) == 0, "%s", err);
+      /* the total is the sum of its path (doubles added along it: 1e-12 relative) */
+      ck_assert_msg(fabs(path_sum(&r) - r.total_s) <= 1e-12 * r.total_s, "path %g, total %g", path_sum(&r), r.total_s);
+      ck_assert_uint_gt(r.npath, 2);
+      ck_assert_double_ge(r.total_s, r.floor_s);
+      hm_model_result_free(&r);
+    } else {
+      expect_same_trace(&first, &t, what);
+      hm_trace_free(&t);
+    }
+  }
+  unsetenv("HSAMONO_SIM_CHAOS");
+  hm_trace_free(&first);
+}
+END_TEST
+
+/* Tracing off (never begun): hm_runtime_trace_end hands back nothing. */
+START_TEST(trace_off_records_nothing) {
+  hm_runtime *rt = tl_open_sim();
+  hm_trace t;
+  ck_assert_int_eq(hm_runtime_trace_end(rt, &t), HM_OK);
+  ck_assert_uint_eq(t.nstages + t.nwaits + t.nlaunches, 0);
+  hm_trace_free(&t);
+  hm_runtime_close(rt);
+}
+END_TEST
+
+Suite *hm_test_suite(void) {
+  const tl_case tests[] = {
+      {"weights_only_at_floor", weights_only_at_floor},
+      {"handoff_chain", handoff_chain},
+      {"trace_off_records_nothing", trace_off_records_nothing},
+      {"trace_deterministic", trace_deterministic},
+  };
+  return TL_SUITE("model", tests, 600);
+}

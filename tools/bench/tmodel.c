@@ -1,0 +1,90 @@
+/* tools/bench/tmodel.c: --model PART of the launch benches: trace one step, replay it with the timing
+ * model, print the modelled time beside the HBM floor and the critical path, each line marked a model. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hm_trace.h"
+#include "tmodel.h"
+
+const char *const bench_tm_parts[] = {"mi355x", "mi300x", NULL};
+
+int bench_tm_step(hm_runtime *rt, const hm_part *p, hm_status (*step)(void *arg), void *arg, bench_tm_row *row) {
+  hm_trace t;
+  hm_status s = hm_runtime_trace_begin(rt);
+  hm_status s2 = s ? s : step(arg);
+  if (!s) s = hm_runtime_trace_end(rt, &t);
+  if (s || s2) {
+    fprintf(stderr, "--model: %s\n", hm_errmsg());
+    if (!s) hm_trace_free(&t);
+    return 1;
+  }
+  char err[256];
+  int rc = hm_model_run(&t, p, &row->r, err, sizeof err);
+  /* the launches' kernels stay with the row, to name the path's stages */
+  row->launches = t.launches, row->nlaunches = t.nlaunches;
+  t.launches = NULL, t.nlaunches = 0;
+  hm_trace_free(&t);
+  if (rc) {
+    fprintf(stderr, "--model: the trace of %u rows: %s\n", row->rows, err);
+    bench_tm_row_free(row);
+  }
+  return rc ? 1 : 0;
+}
+
+void bench_tm_name(bench_tm_row *row, const char *kernel, const char *const *names, uint32_t n) {
+  for (unsigned i = 0; i < row->nnames; i++)
+    if (!strcmp(row->names[i].kernel, kernel)) return;
+  if (row->nnames < BENCH_TM_KERNELS) row->names[row->nnames++] = (bench_tm_names){kernel, names, n};
+}
+
+void bench_tm_row_free(bench_tm_row *row) {
+  hm_model_result_free(&row->r);
+  free(row->launches);
+  row->launches = NULL, row->nlaunches = 0;
+}
+
+/* The stage name of a slot of the launch (agent, launch): its kernel's timeline name, "tail" past them. */
+static const char *slot_name(const bench_tm_row *w, uint32_t agent, uint32_t launch, uint32_t slot, char *buf,
+                             size_t cap) {
+  const char *kernel = "?";
+  for (uint32_t i = 0; i < w->nlaunches; i++)
+    if (w->launches[i].agent == agent && w->launches[i].launch == launch) kernel = w->launches[i].kernel;
+  for (unsigned i = 0; i < w->nnames; i++)
+    if (!strcmp(w->names[i].kernel, kernel)) {
+      snprintf(buf, cap, "%s.%s", kernel, slot < w->names[i].n ? w->names[i].names[slot] : "tail");
+      return buf;
+    }
+  snprintf(buf, cap, "%s.slot%u", kernel, slot);
+  return buf;
+}
+
+void bench_tm_print(const hm_part *p, const char *launch, bench_tm_row *rows, unsigned n) {
+  printf("# %s on %s, modelled (docs/timing_model.md): a timing model replaying the software agent's trace,\n"
+         "# not a measurement; floor_us: the busiest rank's weight bytes at the model's HBM %.1f TB/s\n",
+         launch, p->name, p->hbm_bw / 1e12);
+  printf("%6s %12s %10s %7s\n", "rows", "modelled_us", "floor_us", "ratio");
+  for (unsigned i = 0; i < n; i++) {
+    const hm_model_result *r = &rows[i].r;
+    printf("%6u %12.2f %10.2f %7.2f  %s (model)\n", rows[i].rows, r->total_s * 1e6, r->floor_s * 1e6,
+           r->floor_s > 0 ? r->total_s / r->floor_s : 0.0, p->name);
+  }
+  for (unsigned i = 0; i < n; i++) {
+    const bench_tm_row *w = &rows[i];
+    printf("# critical path of %s, %u rows on %s (model): %u pieces, %.2f us\n", launch, w->rows, p->name,
+           w->r.npath, w->r.total_s * 1e6);
+    for (uint32_t k = 0; k < w->r.npath; k++) {
+      const hm_model_seg *g = &w->r.path[k];
+      char a[48], b[48];
+      if (g->kind == HM_SEG_STAGE)
+        printf("#   %8.3f us  stage %-16s rank %u CTA %u (model)\n", g->s * 1e6,
+               slot_name(w, g->agent, g->launch, g->slot, a, sizeof a), g->agent, g->cta);
+      else
+        printf("#   %8.3f us  wait  %-16s rank %u CTA %u on %s of rank %u CTA %u, %s hand-off (model)\n", g->s * 1e6,
+               slot_name(w, g->agent, g->launch, g->slot, a, sizeof a), g->agent, g->cta,
+               slot_name(w, g->w_agent, g->w_launch, g->w_slot, b, sizeof b), g->w_agent, g->w_cta,
+               g->w_agent == g->agent ? "device-scope" : "system-scope");
+    }
+    bench_tm_row_free(&rows[i]);
+  }
+}

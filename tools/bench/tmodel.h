@@ -1,0 +1,49 @@
+/* tools/bench/tmodel.h: hsa-mono-bench's --model PART: one step of a launch traced on the software agent
+ * and replayed by the timing model (tools/model/), a row a row count and its critical path. */
+#ifndef HM_BENCH_TMODEL_H
+#define HM_BENCH_TMODEL_H
+
+#include <stdint.h>
+
+#include "../cli.h"
+#include "hm_hsa.h"
+#include "hm_model.h"
+
+#define BENCH_TM_USAGE "[--model mi355x|mi300x]"
+#define BENCH_TM_HELP                                                                                         \
+  "--model PART (mi355x or mi300x): one more step of each width traced on the software agent (what each\n"   \
+  "CTA loaded, stored, multiplied and waited for) and replayed by the timing model with the part's figures\n" \
+  "(docs/timing_model.md): modelled_us, floor_us (the busiest rank's weight bytes at the part's HBM\n"       \
+  "bandwidth), their ratio and the critical path. A model, not a measurement: every such line says so.\n"
+
+extern const char *const bench_tm_parts[];
+
+/* A kernel's stage names by slot (a timeline's kernel, names and slots). */
+typedef struct bench_tm_names {
+  const char *kernel;
+  const char *const *names;
+  uint32_t n;
+} bench_tm_names;
+
+/* One width's replay: the model's result, the traced launches' kernels, and the names of their stages. */
+#define BENCH_TM_KERNELS 4
+typedef struct bench_tm_row {
+  uint32_t rows;
+  hm_model_result r;
+  hm_trace_launch *launches;
+  uint32_t nlaunches;
+  bench_tm_names names[BENCH_TM_KERNELS];
+  unsigned nnames;
+} bench_tm_row;
+
+/* Names the stages of `kernel` from a timeline (kernel, names, slots), once a kernel. */
+void bench_tm_name(bench_tm_row *row, const char *kernel, const char *const *names, uint32_t n);
+
+/* Runs step(arg) once inside a trace and replays it on p into row (row->rows set by the caller). 0, or 1
+ * with the reason in hm_errmsg()'s place on stderr. */
+int bench_tm_step(hm_runtime *rt, const hm_part *p, hm_status (*step)(void *arg), void *arg, bench_tm_row *row);
+/* The table (rows, modelled_us, floor_us, ratio), then each width's critical path; frees the rows. */
+void bench_tm_print(const hm_part *p, const char *launch, bench_tm_row *rows, unsigned n);
+void bench_tm_row_free(bench_tm_row *row);
+
+#endif /* HM_BENCH_TMODEL_H */
