@@ -342,3 +342,10 @@ Suite *tl_suite(const char *name, const tl_case *cases, unsigned n, double timeo
   }
   return s;
 }
+
+void tl_expect_status(hm_status st, hm_status want, const char *words) {
+  ck_assert_msg(st == want, "expected %s (%s), got %s: %s", hm_status_name(want), words, hm_status_name(st),
+                hm_errmsg());
+  ck_assert_msg(strstr(hm_errmsg(), words) && !strchr(hm_errmsg(), '\n'), "the message does not say '%s': %s",
+                words, hm_errmsg());
+}

@@ -117,4 +117,7 @@ typedef struct tl_case {
 Suite *tl_suite(const char *name, const tl_case *cases, unsigned n, double timeout_s);
 #define TL_SUITE(name, cases, timeout_s) tl_suite(name, cases, sizeof cases / sizeof *cases, timeout_s)
 
+/* A refusal: status `want` and a one-line message containing `words` (hm_errmsg). */
+void tl_expect_status(hm_status st, hm_status want, const char *words);
+
 #endif

@@ -375,13 +375,6 @@ END_TEST
 
 /* ---------------------------------------------------------------- refusals */
 
-static void expect_status(hm_status st, hm_status want, const char *words) {
-  ck_assert_msg(st == want, "expected %s (%s), got %s: %s", hm_status_name(want), words, hm_status_name(st),
-                hm_errmsg());
-  ck_assert_msg(strstr(hm_errmsg(), words) && !strchr(hm_errmsg(), '\n'), "the message does not say '%s': %s",
-                words, hm_errmsg());
-}
-
 /* §5.1.3: TP 4 only on gfx942 (a TP2 group of gfx950 weights: the TP rule is named first). */
 START_TEST(tp2_refused) {
   hm_runtime *rt = open_gfx942();
@@ -389,7 +382,7 @@ START_TEST(tp2_refused) {
   hm_layer_weights w[2];
   tl_build_group(&cfg, 2, 11, HM_WPART_FFN, w);
   hm_ffn_group *g = NULL;
-  expect_status(hm_ffn_group_create(rt, w, 2, &small_grid, &g), HM_ERR_REFUSED, "§5.1.3: TP 2 on gfx942");
+  tl_expect_status(hm_ffn_group_create(rt, w, 2, &small_grid, &g), HM_ERR_REFUSED, "§5.1.3: TP 2 on gfx942");
   ck_assert_ptr_null(g);
   tl_free_group(w, 2);
   hm_runtime_close(rt);
@@ -403,7 +396,7 @@ START_TEST(other_arch_weights_refused) {
   hm_ffn_group *g = NULL;
   hm_runtime *rt = open_gfx942();
   tl_build_group(&cfg, 4, 12, HM_WPART_FFN, w);
-  expect_status(hm_ffn_group_create(rt, w, 4, &small_grid, &g), HM_ERR_INVALID_ARG,
+  tl_expect_status(hm_ffn_group_create(rt, w, 4, &small_grid, &g), HM_ERR_INVALID_ARG,
                 "the weights are gfx950 layouts (spec/mono.md §4.4); this launch reads the gfx942 copies");
   ck_assert_ptr_null(g);
   tl_free_group(w, 4);
@@ -411,7 +404,7 @@ START_TEST(other_arch_weights_refused) {
   setenv("HSAMONO_SIM_ARCH", "gfx950", 1);
   rt = tl_open_sim();
   tl_build_group_arch(&cfg, 4, 12, HM_WPART_FFN, HM_ARCH_GFX942, w);
-  expect_status(hm_ffn_group_create(rt, w, 4, &small_grid, &g), HM_ERR_INVALID_ARG,
+  tl_expect_status(hm_ffn_group_create(rt, w, 4, &small_grid, &g), HM_ERR_INVALID_ARG,
                 "the weights are gfx942 copies (spec/mono.md §4.4); this launch reads the gfx950 layouts");
   ck_assert_ptr_null(g);
   tl_free_group(w, 4);
@@ -427,7 +420,7 @@ START_TEST(rows_refused) {
   hm_layer_weights w[4];
   tl_build_group_arch(&cfg, 4, 13, HM_WPART_FFN, HM_ARCH_GFX942, w);
   hm_ffn_group *g = NULL;
-  expect_status(hm_ffn_group_create(rt, w, 4, NULL, &g), HM_ERR_REFUSED, "§5.1.6");
+  tl_expect_status(hm_ffn_group_create(rt, w, 4, NULL, &g), HM_ERR_REFUSED, "§5.1.6");
   ck_assert_ptr_null(g);
   ck_assert_msg(hm_ffn_group_create(rt, w, 4, &small_grid, &g) == HM_OK, "%s", hm_errmsg());
   hm_ffn *r0 = hm_ffn_group_rank(g, 0);
@@ -435,7 +428,7 @@ START_TEST(rows_refused) {
   char *buf = tl_dev_alloc(hm_heap_agent(hm_ffn_group_heap(g, 0)), 43 * 4 * cfg.hidden * 2);
   io.part = io.res_in = io.post_in = io.comb_in = io.pre_in = (const float *)buf;
   io.out = io.res_out = io.post_out = io.comb_out = io.pre_out = (float *)buf;
-  expect_status(hm_ffn_accepts(r0, &io), HM_ERR_REFUSED, "§5.3.1: 43 rows (the launch takes 1..42 on gfx942)");
+  tl_expect_status(hm_ffn_accepts(r0, &io), HM_ERR_REFUSED, "§5.3.1: 43 rows (the launch takes 1..42 on gfx942)");
   io.rows = 42;
   ck_assert_msg(hm_ffn_accepts(r0, &io) == HM_OK, "%s", hm_errmsg());
   ck_assert_int_eq(hm_ffn_prepare(r0, 43), HM_ERR_INVALID_ARG);

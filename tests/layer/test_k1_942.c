@@ -286,13 +286,6 @@ END_TEST
 
 /* ---------------------------------------------------------------- refusals */
 
-static void expect_status(hm_status st, hm_status want, const char *words) {
-  ck_assert_msg(st == want, "expected %s (%s), got %s: %s", hm_status_name(want), words, hm_status_name(st),
-                hm_errmsg());
-  ck_assert_msg(strstr(hm_errmsg(), words) && !strchr(hm_errmsg(), '\n'), "the message does not say '%s': %s",
-                words, hm_errmsg());
-}
-
 /* §5.1.3: TP 4 only on gfx942 (a TP2 group: the TP rule is named first, before the weights' arch). */
 START_TEST(tp2_refused) {
   hm_runtime *rt = open_gfx942();
@@ -300,7 +293,7 @@ START_TEST(tp2_refused) {
   hm_layer_weights w[2];
   tl_build_group(&cfg, 2, 11, HM_WPART_ATTN, w);
   hm_k1 *k = NULL;
-  expect_status(hm_k1_create(hm_agent_get(rt, 0), &w[0], &small_grid, &k), HM_ERR_REFUSED, "§5.1.3: TP 2 on gfx942");
+  tl_expect_status(hm_k1_create(hm_agent_get(rt, 0), &w[0], &small_grid, &k), HM_ERR_REFUSED, "§5.1.3: TP 2 on gfx942");
   ck_assert_ptr_null(k);
   tl_free_group(w, 2);
   hm_runtime_close(rt);
@@ -314,7 +307,7 @@ START_TEST(other_arch_weights_refused) {
   hm_k1 *k = NULL;
   hm_runtime *rt = open_gfx942();
   tl_build_group(&cfg, 4, 12, HM_WPART_ATTN, w);
-  expect_status(hm_k1_create(hm_agent_get(rt, 0), &w[0], &small_grid, &k), HM_ERR_INVALID_ARG,
+  tl_expect_status(hm_k1_create(hm_agent_get(rt, 0), &w[0], &small_grid, &k), HM_ERR_INVALID_ARG,
                 "the weights are gfx950 layouts (spec/mono.md §4.4); this launch reads the gfx942 copies");
   ck_assert_ptr_null(k);
   tl_free_group(w, 4);
@@ -322,7 +315,7 @@ START_TEST(other_arch_weights_refused) {
   setenv("HSAMONO_SIM_ARCH", "gfx950", 1);
   rt = tl_open_sim();
   tl_build_group_arch(&cfg, 4, 12, HM_WPART_ATTN, HM_ARCH_GFX942, w);
-  expect_status(hm_k1_create(hm_agent_get(rt, 0), &w[0], &small_grid, &k), HM_ERR_INVALID_ARG,
+  tl_expect_status(hm_k1_create(hm_agent_get(rt, 0), &w[0], &small_grid, &k), HM_ERR_INVALID_ARG,
                 "the weights are gfx942 copies (spec/mono.md §4.4); this launch reads the gfx950 layouts");
   ck_assert_ptr_null(k);
   tl_free_group(w, 4);
@@ -338,14 +331,14 @@ START_TEST(rows_refused) {
   hm_layer_weights w[4];
   tl_build_group_arch(&cfg, 4, 13, HM_WPART_ATTN, HM_ARCH_GFX942, w);
   hm_k1 *k = NULL;
-  expect_status(hm_k1_create(hm_agent_get(rt, 0), &w[0], NULL, &k), HM_ERR_REFUSED, "§5.1.6");
+  tl_expect_status(hm_k1_create(hm_agent_get(rt, 0), &w[0], NULL, &k), HM_ERR_REFUSED, "§5.1.6");
   ck_assert_ptr_null(k);
   ck_assert_msg(hm_k1_create(hm_agent_get(rt, 0), &w[0], &small_grid, &k) == HM_OK, "%s", hm_errmsg());
   hm_k1_io io = {.rows = 43};
-  expect_status(hm_k1_accepts(k, &io), HM_ERR_REFUSED, "§5.3.1: 43 rows (K1 takes 1..42 on gfx942)");
-  expect_status(hm_k1_keylist(k, NULL, &io), HM_ERR_REFUSED, "§5.3.1: 43 rows (K1 takes 1..42 on gfx942)");
+  tl_expect_status(hm_k1_accepts(k, &io), HM_ERR_REFUSED, "§5.3.1: 43 rows (K1 takes 1..42 on gfx942)");
+  tl_expect_status(hm_k1_keylist(k, NULL, &io), HM_ERR_REFUSED, "§5.3.1: 43 rows (K1 takes 1..42 on gfx942)");
   io.rows = 1, io.prefills = 2;
-  expect_status(hm_k1_accepts(k, &io), HM_ERR_REFUSED, "§5.3.4");
+  tl_expect_status(hm_k1_accepts(k, &io), HM_ERR_REFUSED, "§5.3.4");
   ck_assert_int_eq(hm_k1_prepare(k, 43), HM_ERR_INVALID_ARG);
   ck_assert_ptr_null(hm_k1_scratch(k, 43, NULL));
   ck_assert_int_eq(hm_k1_prepare(k, 42), HM_OK);

@@ -66,13 +66,6 @@ END_TEST
 
 /* ---------------------------------------------------------------- refusals */
 
-static void expect_status(hm_status st, hm_status want, const char *words) {
-  ck_assert_msg(st == want, "expected %s (%s), got %s: %s", hm_status_name(want), words, hm_status_name(st),
-                hm_errmsg());
-  ck_assert_msg(strstr(hm_errmsg(), words) && !strchr(hm_errmsg(), '\n'), "the message does not say '%s': %s",
-                words, hm_errmsg());
-}
-
 /* §5.3.1: a step of 43 rows on gfx942 is refused naming the cap, every rank alike, and the group
  * stays up: a 42-row step after it runs. */
 START_TEST(rows_43_refused) {
@@ -82,7 +75,7 @@ START_TEST(rows_43_refused) {
   hm_gen_opts go = {.S = 43, .reqs = 1, .ctx = 100, .block = 64, .seed = 9461};
   ck_assert_int_eq(hm_gen_step_make_opts(&L.cfg, &go, &st), HM_OK);
   hm_ref_kv_cache_to_fnuz(&st.in.swa);
-  expect_status(hm_layer_group_step(L.g, &st.in, 1, NULL, NULL), HM_ERR_REFUSED, "§5.3.1: 43 rows (the launch takes "
+  tl_expect_status(hm_layer_group_step(L.g, &st.in, 1, NULL, NULL), HM_ERR_REFUSED, "§5.3.1: 43 rows (the launch takes "
                 "1..42 on gfx942)");
   hm_gen_step_free(&st);
   const shape s = {42, 2, 50, 64, -1, 0};
@@ -101,12 +94,12 @@ START_TEST(create_refusals) {
   hm_layer_weights w[4];
   hm_layer_group *g = NULL;
   tl_build_group(&cfg, 2, 9470, HM_WPART_ATTN | HM_WPART_FFN, w);
-  expect_status(hm_layer_group_create(rt, w, 2, &lc_small_grid, NULL, &g), HM_ERR_REFUSED,
+  tl_expect_status(hm_layer_group_create(rt, w, 2, &lc_small_grid, NULL, &g), HM_ERR_REFUSED,
                 "§5.1.3: TP 2 on gfx942");
   ck_assert_ptr_null(g);
   tl_free_group(w, 2);
   tl_build_group(&cfg, 4, 9471, HM_WPART_ATTN | HM_WPART_FFN, w);
-  expect_status(hm_layer_group_create(rt, w, 4, &lc_small_grid, NULL, &g), HM_ERR_INVALID_ARG,
+  tl_expect_status(hm_layer_group_create(rt, w, 4, &lc_small_grid, NULL, &g), HM_ERR_INVALID_ARG,
                 "this launch reads the gfx942 copies");
   ck_assert_ptr_null(g);
   tl_free_group(w, 4);

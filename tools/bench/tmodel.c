@@ -52,10 +52,11 @@ static const char *slot_name(const bench_tm_row *w, uint32_t agent, uint32_t lau
     if (w->launches[i].agent == agent && w->launches[i].launch == launch) kernel = w->launches[i].kernel;
   for (unsigned i = 0; i < w->nnames; i++)
     if (!strcmp(w->names[i].kernel, kernel)) {
-      snprintf(buf, cap, "%s.%s", kernel, slot < w->names[i].n ? w->names[i].names[slot] : "tail");
+      /* a name longer than buf is cut (the return value checked: GCC's truncation warning) */
+      if (snprintf(buf, cap, "%s.%s", kernel, slot < w->names[i].n ? w->names[i].names[slot] : "tail") < 0) buf[0] = 0;
       return buf;
     }
-  snprintf(buf, cap, "%s.slot%u", kernel, slot);
+  if (snprintf(buf, cap, "%s.slot%u", kernel, slot) < 0) buf[0] = 0;
   return buf;
 }
 
