@@ -371,8 +371,9 @@ void lc_setup_arch(layer_setup *L, const char *model, int32_t layer, uint32_t ex
   memset(L, 0, sizeof *L);
   L->cfg = tl_config(model, layer, experts, experts ? 6 : 0);
   L->tp = tp;
-  /* the software agent as an MI300X for gfx942 (every case sets it: CK_RUN_CASE runs one alone) */
-  if (arch == HM_ARCH_GFX942) setenv("HSAMONO_SIM_ARCH", "gfx942", 1);
+  /* the software agent of the weights' arch, set by every case (CK_RUN_CASE runs one alone; without
+   * Check's fork a gfx942 case must not leave it for the next) */
+  setenv("HSAMONO_SIM_ARCH", arch == HM_ARCH_GFX942 ? "gfx942" : "gfx950", 1);
   L->rt = tl_open_sim();
   uint32_t parts = HM_WPART_ATTN | HM_WPART_FFN;
   if (hm_config_has(&L->cfg, HM_ROLE_INDEX_SOURCE)) parts |= HM_WPART_SELECT;

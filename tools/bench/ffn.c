@@ -168,9 +168,7 @@ int bench_ffn(int argc, char **argv) {
       struct ffn_step_arg a = {g, &in};
       hm_timeline view;
       bench_tm_row *m = &mrows[nm];
-      memset(m, 0, sizeof *m);
-      m->rows = S;
-      if (bench_tm_step(rt, mpart, ffn_step_once, &a, m)) st = HM_ERR_RUNTIME;
+      if (bench_tm_step(rt, mpart, ffn_step_once, &a, S, m)) st = HM_ERR_RUNTIME;
       else if (nm++, !(st = hm_ffn_timeline(hm_ffn_group_rank(g, 0), &view))) bench_tm_name(m, view.kernel, view.names, view.slots);
     }
     for (uint32_t r = 0; !st && tl && r < (uint32_t)tp; r++) {

@@ -142,9 +142,7 @@ int bench_k1(int argc, char **argv) {
       struct k1_step_arg a = {g, &step};
       hm_timeline view;
       bench_tm_row *m = &mrows[nm];
-      memset(m, 0, sizeof *m);
-      m->rows = S;
-      if (bench_tm_step(rt, mpart, k1_step_once, &a, m)) st = HM_ERR_RUNTIME;
+      if (bench_tm_step(rt, mpart, k1_step_once, &a, S, m)) st = HM_ERR_RUNTIME;
       else if (nm++, !(st = hm_k1_timeline(hm_k1_group_rank(g, 0), &view))) bench_tm_name(m, view.kernel, view.names, view.slots);
     }
     hm_gen_step_free(&step);

@@ -75,10 +75,8 @@ int bench_layer_time_model(hm_runtime *rt, const hm_layer_config *cfg, bool redu
     if (!st && part) {
       struct layer_step_arg a = {L.g, &step};
       bench_tm_row *m = &mrows[i];
-      memset(m, 0, sizeof *m);
-      m->rows = S;
       hm_timeline v1, v2;
-      if (bench_tm_step(rt, part, layer_step_once, &a, m)) st = HM_ERR_RUNTIME;
+      if (bench_tm_step(rt, part, layer_step_once, &a, S, m)) st = HM_ERR_RUNTIME;
       else if (!(st = hm_k1_timeline(hm_layer_k1(l0), &v1)) && !(st = hm_ffn_timeline(k2, &v2)))
         bench_tm_name(m, v1.kernel, v1.names, v1.slots), bench_tm_name(m, v2.kernel, v2.names, v2.slots);
     }

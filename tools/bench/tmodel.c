@@ -9,7 +9,10 @@
 
 const char *const bench_tm_parts[] = {"mi355x", "mi300x", NULL};
 
-int bench_tm_step(hm_runtime *rt, const hm_part *p, hm_status (*step)(void *arg), void *arg, bench_tm_row *row) {
+int bench_tm_step(hm_runtime *rt, const hm_part *p, hm_status (*step)(void *arg), void *arg, uint32_t rows,
+                  bench_tm_row *row) {
+  memset(row, 0, sizeof *row);
+  row->rows = rows;
   hm_trace t;
   hm_status s = hm_runtime_trace_begin(rt);
   hm_status s2 = s ? s : step(arg);

@@ -39,9 +39,10 @@ typedef struct bench_tm_row {
 /* Names the stages of `kernel` from a timeline (kernel, names, slots), once a kernel. */
 void bench_tm_name(bench_tm_row *row, const char *kernel, const char *const *names, uint32_t n);
 
-/* Runs step(arg) once inside a trace and replays it on p into row (row->rows set by the caller). 0, or 1
- * with the reason in hm_errmsg()'s place on stderr. */
-int bench_tm_step(hm_runtime *rt, const hm_part *p, hm_status (*step)(void *arg), void *arg, bench_tm_row *row);
+/* Runs step(arg) once inside a trace and replays it on p into row (cleared first, its width `rows`). 0, or
+ * 1 with the reason in hm_errmsg()'s place on stderr. */
+int bench_tm_step(hm_runtime *rt, const hm_part *p, hm_status (*step)(void *arg), void *arg, uint32_t rows,
+                  bench_tm_row *row);
 /* The table (rows, modelled_us, floor_us, ratio), then each width's critical path; frees the rows. */
 void bench_tm_print(const hm_part *p, const char *launch, bench_tm_row *rows, unsigned n);
 void bench_tm_row_free(bench_tm_row *row);
