@@ -55,6 +55,38 @@ START_TEST(full_dims) {
 }
 END_TEST
 
+/* Producers and consumers of every K1 and K2 hand-off on gfx942 on different CTAs: odd small grids
+ * and the whole one (8 CUs), each under its own chaos seed with a laggard CTA in every dispatch
+ * (HSAMONO_SIM_LAGGARD=1: it publishes as late as it can, hsa/sim/cta.c) and the weak memory model
+ * (tests/meson.build sets it for every test), so a stage that skips its wait, or waits on the wrong
+ * tokens' or slots' flags, reads the last step's data. gfx942's token passes of 6 rows change which
+ * flags a stage waits on, so test_layer.c's sweep does not stand for it: a REUSE layer (ratio 2: the
+ * compressed-key path) and an index source (2: K1's index build, select, keylist, K2), one row and
+ * seven (two passes, the padding row among them). The seeds are its own: it is its own meson test. */
+START_TEST(grid_shapes_under_chaos) {
+  if (getenv("HSAMONO_SIM_CHAOS")) return;
+  const shape s[] = {{1, 1, 0, 64, -1, 0}, {7, 1, 100, 64, 3, 0}};
+  const char *seeds[] = {"5", "17", "29"};
+  const uint32_t grids[] = {3, 5, 8};
+  setenv("HSAMONO_SIM_LAGGARD", "1", 1);
+  for (uint32_t i = 0; i < 3; i++) {
+    setenv("HSAMONO_SIM_CHAOS", seeds[i], 1);
+    hm_ffn_config run = lc_small_grid;
+    run.ctas = grids[i];
+    const int32_t layer = i == 1 ? 2 : 3;
+    const uint64_t seed = 9480 + 10 * i;
+    layer_setup L;
+    lc_setup_arch(&L, "tiny", layer, 0, 4, seed, &run, HM_ARCH_GFX942);
+    /* the index source's padding row would need the compressed key its group makes (tiny_layer_kinds) */
+    const shape s7i = {7, 1, 100, 64, -1, 0};
+    for (uint32_t j = 0; j < 2; j++) lc_run_case(L.rt, L.g, L.w, 4, j == 1 && layer == 2 ? &s7i : &s[j], seed + j, &L.table);
+    lc_teardown(&L);
+  }
+  unsetenv("HSAMONO_SIM_CHAOS");
+  unsetenv("HSAMONO_SIM_LAGGARD");
+}
+END_TEST
+
 /* A recorded whole-layer step on gfx942 (K1 and K2 on one queue, packets only) replayed over input
  * sets that change every replay (layer_case.c lc_replays_of): every rank's outputs the set's bits
  * from its checked step, the epoch one on each replay. A launch that read the step before's
@@ -111,7 +143,7 @@ Suite *hm_test_suite(void) {
   const tl_case tests[] = {
       {"tiny_rows", tiny_rows},           {"tiny_layer_kinds", tiny_layer_kinds}, {"tiny_hard_cases", tiny_hard_cases},
       {"full_dims", full_dims},           {"rows_43_refused", rows_43_refused},   {"create_refusals", create_refusals},
-      {"replays_bit_identical", replays_bit_identical},
+      {"replays_bit_identical", replays_bit_identical}, {"grid_shapes_under_chaos", grid_shapes_under_chaos},
   };
   return TL_SUITE("layer_942", tests, 1800);
 }
