@@ -456,6 +456,9 @@ enum {
   HM_GEN_LONG = 1u << 4,       /* "long": every request's first position at least HM_GEN_LONG_ENTRIES *
                                 * ratio (+7 a request): more than 512 compressed entries, so the
                                 * indexer's scores decide the top-k (older entries' keys seeded) */
+  HM_GEN_NEG_ZERO = 1u << 5,   /* "neg-zero": the compressed records the step starts with hold -0 in nope
+                                * dims 5, 21, 37, ... (OCP byte 0x80, which FNUZ reads as NaN: gfx942's
+                                * K2 must read the compressed cache as OCP, spec/mono.md §2.6) */
 };
 #define HM_GEN_LONG_ENTRIES 600
 typedef struct hm_gen_opts {

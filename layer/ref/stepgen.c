@@ -15,12 +15,14 @@ static uint64_t cache_bytes(uint32_t blocks, uint32_t bs, uint64_t *stride) {
   return *stride * blocks;
 }
 
-static hm_status fill_record(hm_kv_cache *c, int64_t slot, uint64_t seed, const char *stream) {
+/* neg_zero: -0 in nope dims 5, 21, 37, ... (HM_GEN_NEG_ZERO) */
+static hm_status fill_record(hm_kv_cache *c, int64_t slot, uint64_t seed, const char *stream, bool neg_zero) {
   float kv[HM_HEAD_DIM];
   uint8_t d[HM_RECORD_DATA], sc[8];
   char name[64];
   snprintf(name, sizeof name, "%s.%lld", stream, (long long)slot);
   hm_gen_normal(seed, name, HM_HEAD_DIM, 0.0f, 1.0f, true, kv);
+  for (int i = 5; neg_zero && i < HM_NOPE_DIM; i += 16) kv[i] = -0.0f;
   hm_ref_kv_record(kv, d, sc);
   return hm_ref_kv_insert(c, slot, d, sc);
 }
@@ -57,7 +59,7 @@ hm_status hm_gen_step_make_block(const hm_layer_config *cfg, uint32_t S, uint32_
   return hm_gen_step_make_opts(cfg, &o, out);
 }
 
-static const char *const case_names[] = {"pad", "dead-chunk", "straddle", "start", "long"};
+static const char *const case_names[] = {"pad", "dead-chunk", "straddle", "start", "long", "neg-zero"};
 #define NCASES (sizeof case_names / sizeof *case_names)
 
 const char *hm_gen_case_name(uint32_t i) { return i < NCASES ? case_names[i] : NULL; }
@@ -70,7 +72,7 @@ hm_status hm_gen_cases_parse(const char *list, uint32_t *cases) {
     unsigned i = 0;
     while (i < NCASES && (strlen(case_names[i]) != n || strncmp(p, case_names[i], n))) i++;
     if (i == NCASES)
-      return hm_fail(HM_ERR_INVALID_ARG, "case '%.*s': not one of pad, dead-chunk, straddle, start, long", (int)n, p);
+      return hm_fail(HM_ERR_INVALID_ARG, "case '%.*s': not one of pad, dead-chunk, straddle, start, long, neg-zero", (int)n, p);
     got |= 1u << i;
     if (!p[n]) break;
     p += n + 1;
@@ -164,9 +166,10 @@ hm_status hm_gen_step_make_opts(const hm_layer_config *cfg, const hm_gen_opts *o
   for (uint32_t r = 0; r < reqs && st == HM_OK; r++) {
     uint32_t p0 = first_position(cfg, o, r);
     for (uint32_t p = p0 > HM_WINDOW ? p0 - HM_WINDOW : 0; p < p0 && st == HM_OK; p++)
-      st = fill_record(&in->swa, (int64_t)r * SLOTS_A_REQ + p, seed, "swa");
+      st = fill_record(&in->swa, (int64_t)r * SLOTS_A_REQ + p, seed, "swa", false);
     for (uint32_t j = 0; ratio && j < (p0 + per) / ratio && st == HM_OK; j++)
-      st = fill_record(&in->comp, (int64_t)g.bt[r * cbr + j / rpb] * rpb + j % rpb, seed, "comp");
+      st = fill_record(&in->comp, (int64_t)g.bt[r * cbr + j / rpb] * rpb + j % rpb, seed, "comp",
+                       o->cases & HM_GEN_NEG_ZERO);
     for (uint32_t i = 0; i < per; i++) {
       uint32_t t = r * per + i, p = p0 + i;
       g.pos[t] = p;

@@ -297,6 +297,12 @@ uint32_t tl_cases_seen(const hm_gen_step *g, const hm_layer_config *cfg) {
     if (r && (g->pos[t] + 1) / r > HM_TOPK_ATTN) seen |= HM_GEN_LONG;
   }
   if (at0 && at1) seen |= HM_GEN_START;
+  /* an OCP -0 byte among the compressed records' nope dims (data, then the block's scales) */
+  const hm_kv_cache *c = &g->in.comp;
+  for (uint64_t b = 0; r && c->base && b < c->blocks; b++)
+    for (uint32_t o = 0; o < c->block_size; o++)
+      for (uint32_t i = 0; i < HM_NOPE_DIM; i++)
+        if (c->base[b * c->block_stride + (uint64_t)o * HM_RECORD_DATA + i] == 0x80u) seen |= HM_GEN_NEG_ZERO;
   return seen;
 }
 

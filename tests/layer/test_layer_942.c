@@ -10,9 +10,10 @@
 
 /* A REUSE layer (ratio 2) over gfx942's row counts (spec/mono.md §1.1 TILE = 6, 42 rows at most;
  * chunks of 64 keys at every width, §1.2): one row at position 0, one token pass of 6, two passes
- * with a padding row (7), and the cap of 7 passes (42) over three requests. */
+ * with a padding row (7) and OCP's -0 in the compressed records K2 reads (FNUZ's NaN: 0x80 must be
+ * read as OCP), and the cap of 7 passes (42) over three requests. */
 START_TEST(tiny_rows) {
-  const shape s[] = {{1, 1, 0, 64, -1, 0}, {6, 1, 70, 64, -1, 0}, {7, 1, 129, 64, 3, 0}, {42, 3, 300, 256, 41, 0}};
+  const shape s[] = {{1, 1, 0, 64, -1, 0}, {6, 1, 70, 64, -1, 0}, {7, 1, 129, 64, 3, HM_GEN_NEG_ZERO}, {42, 3, 300, 256, 41, 0}};
   lc_run_layer_arch("tiny", 3, 0, 4, s, sizeof s / sizeof *s, 9421, HM_ARCH_GFX942);
 }
 END_TEST
