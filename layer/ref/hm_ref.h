@@ -51,8 +51,8 @@ extern "C" {
  *    (hm_ref_kv_cache_to_fnuz rewrites an OCP one, as hm_gen_step_make makes).
  *  - The down stage's bf16(contrib x w) each pick stores is traced as rank<r>.routed.cw.
  *  - Engram is vLLM's op on either GPU: it reads wkv's gfx942 copy back to the same values and
- *    computes as on gfx950 (ref_linear_fp8). The select step (hm_ref_select) does not yet: it reads
- *    idx_wq_b as OCP e4m3, so gfx942 index-source layers are refused there for now. */
+ *    computes as on gfx950 (ref_linear_fp8). So does the select step (hm_ref_select): the indexer's
+ *    wq_b goes through ref_dense, which reads either arch's copy back to the same values. */
 
 #define HM_LOG2E 1.44269502f /* f32(log2 e), bits 0x3fb8aa3b */
 #define HM_LN2 0.693147182f  /* f32(ln 2), bits 0x3f317218 */
