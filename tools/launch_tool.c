@@ -1,4 +1,4 @@
-/* tools/launch_tool.c: the generated weights and the grid the launch tools share
+/* tools/launch_tool.c: the weights' source and the grid the launch tools share
  * (launch_tool.h). */
 
 #include "launch_tool.h"
@@ -18,23 +18,6 @@ hm_status launch_tool_source_open(launch_tool_source *s, const char *ckpt, const
 void launch_tool_source_close(launch_tool_source *s) {
   if (s->ck) hm_ckpt_close(s->ck);
   else hm_gen_free(&s->gen);
-}
-
-hm_status launch_tool_weights(const hm_layer_config *cfg, uint32_t tp, uint64_t seed, uint32_t parts, hm_arch arch,
-                              hm_layer_weights *w) {
-  hm_gen gen;
-  hm_status st = hm_gen_init(&gen, cfg, seed);
-  if (st != HM_OK) return st;
-  hm_source src = hm_gen_source(&gen);
-  hm_build_opts bo = {.parts = parts, .arch = arch};
-  uint32_t r = 0;
-  for (; r < tp; r++)
-    if ((st = hm_weights_build(cfg, tp, r, &src, &bo, &w[r])) != HM_OK) break;
-  /* the rank that failed holds nothing (hm_weights_build's rule); the ones before it are freed */
-  if (st != HM_OK)
-    while (r--) hm_weights_free(&w[r]);
-  hm_gen_free(&gen);
-  return st;
 }
 
 void launch_tool_grid(hm_runtime *rt, long ctas, uint32_t *min_cus, uint32_t *grid) {

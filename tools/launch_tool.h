@@ -1,5 +1,5 @@
 /* tools/launch_tool.h: what the tools that run a launch on a TP group share (hsa-mono-check and
- * hsa-mono-bench, ffn and k1): the group's generated weights and the grid for the runtime. */
+ * hsa-mono-bench, ffn and k1): the source of the group's weights and the grid for the runtime. */
 #ifndef HM_TOOLS_LAUNCH_TOOL_H
 #define HM_TOOLS_LAUNCH_TOOL_H
 
@@ -10,10 +10,8 @@
 #include "hm_hsa.h"
 #include "hm_weights.h"
 
-/* Ranks 0..tp-1 of layer cfg's weights (HM_WPART_* parts) from the seeded generator into w[], the
- * layouts of `arch` (gfx942: its own copies, spec/mono.md §4.4). On failure nothing is left
- * allocated and hm_errmsg says why. */
-/* The weights' source of a check: the seeded generator of cfg, or the checkpoint at ckpt (not NULL).
+/* The weights' source of a check or a bench: the seeded generator of cfg, or the checkpoint at ckpt (not
+ * NULL). A tool's group builds each rank's weights from it, one rank at a time (hm_*_group_create_source).
  * open: HM_OK with s->src set, or the error with nothing left open; close frees what open made. */
 typedef struct launch_tool_source {
   hm_gen gen;
@@ -22,9 +20,6 @@ typedef struct launch_tool_source {
 } launch_tool_source;
 hm_status launch_tool_source_open(launch_tool_source *s, const char *ckpt, const hm_layer_config *cfg, uint64_t seed);
 void launch_tool_source_close(launch_tool_source *s);
-
-hm_status launch_tool_weights(const hm_layer_config *cfg, uint32_t tp, uint64_t seed, uint32_t parts, hm_arch arch,
-                              hm_layer_weights *w);
 
 /* --arch: the words it takes (NULL-terminated; gfx950 the default) and the hm_arch of one. */
 extern const char *const launch_tool_arches[];

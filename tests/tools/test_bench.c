@@ -1,14 +1,19 @@
 /* tests/tools/test_bench.c: runs hsa-mono-bench as a user would, on the software agent: the FFN, K1,
  * whole-layer and model benches' tables (labelled, their floors consistent with their bytes), and
- * `host` without valgrind and with a valgrind that fails (each said as what it is). */
+ * `host` without valgrind and with a valgrind that fails (each said as what it is), and the FFN bench's
+ * peak memory (its group builds the ranks' weights one at a time). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "hm_config.h"
+#include "hm_weights.h"
 
 /* Everything left in f, as a malloc'd string. */
 static char *read_all(FILE *f) {
@@ -171,6 +176,65 @@ START_TEST(ffn_bad_usage) {
   free(out);
   ck_assert_int_eq(run_bench(NULL, "ffn --ctas -2", &out), 2);
   free(out);
+}
+END_TEST
+
+/* `HSAMONO_RUNTIME=sim hsa-mono-bench args` (its output discarded): its exit status 0, and its peak
+ * resident memory in bytes (wait4's, of the bench itself: the shell execs it). */
+static uint64_t bench_peak_rss(const char *args) {
+  const char *bin = getenv("HSAMONO_BENCH_BIN");
+  ck_assert_msg(bin != NULL, "HSAMONO_BENCH_BIN not set");
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "HSAMONO_RUNTIME=sim exec %s %s >/dev/null 2>&1", bin, args);
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+    _exit(127);
+  }
+  int st;
+  struct rusage ru;
+  ck_assert_int_eq(wait4(pid, &st, 0, &ru), pid);
+  ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: not exit status 0", cmd);
+  return (uint64_t)ru.ru_maxrss * 1024;
+}
+
+/* The FFN bench (issue 18 item 2) at TP 4 on V4.1-Flash layer 3 with the software agent's default 32
+ * experts: its group builds a rank's weights, uploads them and drops the host copies before the next
+ * rank's, so beside what the same bench needs on the tiny config (the runtime, four agents, their
+ * launches) its peak holds the four ranks' device copies and one rank's host build, well under the
+ * device copies and two ranks' host builds. Building every rank's weights first (the bench did, through
+ * launch_tool_weights) held all four host builds beside the device copies: 1.39 GB over the tiny run
+ * against 0.75 GB here, where the bound is 1.02 GB. Rank 0's weights, built here, give the sizes (the ranks'
+ * are alike). */
+START_TEST(ffn_weights_rank_by_rank) {
+  const uint32_t TP = 4;
+  hm_layer_config c;
+  ck_assert_int_eq(hm_config_by_name("v41-flash", 3, &c), HM_OK);
+  ck_assert_int_eq(hm_config_set_experts(&c, 32, c.topk), HM_OK); /* the bench's default on the software agent */
+  hm_gen gen;
+  ck_assert_int_eq(hm_gen_init(&gen, &c, 1), HM_OK);
+  hm_source src = hm_gen_source(&gen);
+  hm_build_opts bo = {.parts = HM_WPART_FFN};
+  hm_layer_weights w;
+  ck_assert_msg(hm_weights_build(&c, TP, 0, &src, &bo, &w) == HM_OK, "%s", hm_errmsg());
+  uint64_t host = 0, uploaded = 0;
+  for (uint32_t i = 0; i < w.set.count; i++) host += w.set.t[i].nbytes;
+  ck_assert_int_eq(hm_weights_drop_uploaded(&w, &uploaded), HM_OK);
+  hm_weights_free(&w);
+  hm_gen_free(&gen);
+  ck_assert(uploaded > (100u << 20)); /* the weights dwarf what else differs between the two runs */
+
+  const uint64_t tiny = bench_peak_rss("ffn --config tiny --tp 4 --rows 1 --steps 1");
+  const uint64_t full = bench_peak_rss("ffn --tp 4 --rows 1 --steps 1");
+  const uint64_t bound = TP * uploaded + 2 * host;
+  fprintf(stderr, "ffn peak: tiny %llu MB, v41-flash %llu MB; a rank's weights %llu MB (%llu MB on its device); "
+          "bound %llu MB over tiny\n", (unsigned long long)(tiny >> 20), (unsigned long long)(full >> 20),
+          (unsigned long long)(host >> 20), (unsigned long long)(uploaded >> 20), (unsigned long long)(bound >> 20));
+  ck_assert_msg(full < tiny + bound,
+                "hsa-mono-bench ffn peaked at %llu MB over the tiny run's, past the %llu MB of the device copies "
+                "and two ranks' host weights: the host held more than one rank's weights at once",
+                (unsigned long long)((full - tiny) >> 20), (unsigned long long)(bound >> 20));
 }
 END_TEST
 
@@ -488,6 +552,7 @@ Suite *hm_test_suite(void) {
   tcase_add_test(tc, ffn_bad_usage);
   tcase_add_test(tc, ffn_table_gfx942);
   tcase_add_test(tc, ffn_arch_mismatch);
+  tcase_add_test(tc, ffn_weights_rank_by_rank);
   tcase_add_test(tc, k1_table);
   tcase_add_test(tc, k1_table_gfx942);
   tcase_add_test(tc, k1_bad_usage);

@@ -121,17 +121,20 @@ int bench_ffn(int argc, char **argv) {
          "width\n",
          model, layer, cfg.hidden, cfg.experts, cfg.topk, reduced ? " (REDUCED expert count)" : "", tp, arch_word,
          part.name, peak / 1e12, steps);
-  hm_layer_weights w[4];
   int rc = CLI_EXIT_NOT_RUN;
-  uint32_t built = 0;
   hm_ffn_group *g = NULL;
   bench_tl *tl = NULL;
+  launch_tool_source ws;
+  bool ws_open = false;
   if (tlpath && !(tl = bench_tl_new(tlpath))) goto fail;
-  if (launch_tool_weights(&cfg, (uint32_t)tp, seed, HM_WPART_FFN, arch, w) != HM_OK) goto fail;
-  built = (uint32_t)tp;
+  if (launch_tool_source_open(&ws, NULL, &cfg, seed) != HM_OK) goto fail;
+  ws_open = true;
   hm_ffn_config fc = ffn_tool_launch(rt, reduced, ctas);
   fc.timeline = tl != NULL || mpart; /* --model names the trace's stages from the timeline's */
-  if (hm_ffn_group_create(rt, w, (uint32_t)tp, &fc, &g) != HM_OK) goto fail;
+  /* the group builds, uploads and trims one rank's weights at a time: the host never holds every
+   * rank's at once (at TP 4 that was most of the bench's peak memory) */
+  const hm_build_opts bo = {.parts = HM_WPART_FFN, .arch = arch};
+  if (hm_ffn_group_create_source(rt, &cfg, (uint32_t)tp, &ws.src, &bo, &fc, &g) != HM_OK) goto fail;
   printf("# grid %u CTAs x 512 work-items a rank\n", hm_ffn_grid(hm_ffn_group_rank(g, 0)));
   char fpeak[24], freal[24];
   snprintf(fpeak, sizeof fpeak, "floor_us@%.1f", peak / 1e12);
@@ -193,7 +196,7 @@ done:
   for (unsigned i = 0; i < nm; i++) bench_tm_row_free(&mrows[i]);
   bench_tl_free(tl);
   hm_ffn_group_destroy(g);
-  for (uint32_t r = 0; r < built; r++) hm_weights_free(&w[r]);
+  if (ws_open) launch_tool_source_close(&ws);
   hm_runtime_close(rt);
   return rc;
 }

@@ -111,18 +111,21 @@ int bench_k1(int argc, char **argv) {
          model, layer, cfg.hidden, cfg.heads, cfg.q_lora, cfg.compress_ratio,
          hm_config_has(&cfg, HM_ROLE_INDEX_SOURCE) ? " (index build)" : "", tp, arch_word, part.name,
          peak / 1e12, steps);
-  hm_layer_weights w[4];
   int rc = CLI_EXIT_NOT_RUN;
-  uint32_t built = 0;
   hm_k1_group *g = NULL;
   bench_tl *tl = NULL;
+  launch_tool_source ws;
+  bool ws_open = false;
   if (tlpath && !(tl = bench_tl_new(tlpath))) goto fail;
-  if (launch_tool_weights(&cfg, (uint32_t)tp, seed, HM_WPART_ATTN, arch, w) != HM_OK) goto fail;
-  built = (uint32_t)tp;
+  if (launch_tool_source_open(&ws, NULL, &cfg, seed) != HM_OK) goto fail;
+  ws_open = true;
   hm_k1_config kc = {0};
   launch_tool_grid(rt, ctas, &kc.min_cus, &kc.ctas);
   kc.timeline = tl != NULL || mpart; /* --model names the trace's stages from the timeline's */
-  if (hm_k1_group_create(rt, w, (uint32_t)tp, &kc, &g) != HM_OK) goto fail;
+  /* the group builds, uploads and trims one rank's weights at a time: the host never holds every
+   * rank's at once */
+  const hm_build_opts bo = {.parts = HM_WPART_ATTN, .arch = arch};
+  if (hm_k1_group_create_source(rt, &cfg, (uint32_t)tp, &ws.src, &bo, &kc, &g) != HM_OK) goto fail;
   printf("# grid %u CTAs x 512 work-items a rank\n", hm_k1_grid(hm_k1_group_rank(g, 0)));
   char fpeak[24], freal[24];
   snprintf(fpeak, sizeof fpeak, "floor_us@%.1f", peak / 1e12);
@@ -167,7 +170,7 @@ done:
   for (unsigned i = 0; i < nm; i++) bench_tm_row_free(&mrows[i]);
   bench_tl_free(tl);
   hm_k1_group_destroy(g);
-  for (uint32_t r = 0; r < built; r++) hm_weights_free(&w[r]);
+  if (ws_open) launch_tool_source_close(&ws);
   hm_runtime_close(rt);
   return rc;
 }
