@@ -105,9 +105,12 @@ DEV_ARGS_CHECK(st_pair_args, 32);
  * with device scope, ho_flag_raise; CTA 1 reads data once into its cache (plain loads), acknowledges,
  * ho_flags_wait, then plain loads. ST_PRIM_PAIR: ho_pair_put of every word, ho_pair_get. After its
  * hand-off the producer stays running (st_prim.h says how) until the consumer is done
- * or `ticks` pass, so its stores land only as the model lets them. */
+ * or `ticks` pass, so its stores land only as the model lets them. ST_PRIM_AFTER, a broken
+ * hand-off in any variant: the flag raised first, the data stored after it, the producer then
+ * polling (idle) until the consumer is done; the consumer as in ST_PRIM_FLAG. */
 #define ST_PRIM_FLAG 0u
 #define ST_PRIM_PAIR 1u
+#define ST_PRIM_AFTER 2u
 #define ST_PRIM_CTA 256u
 struct st_prim_args { u64 data; u64 flag; u64 out; u64 ack; u64 ticks; u32 n; u32 mode; u32 tag; u32 pad; };
 DEV_ARGS_CHECK(st_prim_args, 56);

@@ -22,6 +22,14 @@ ST_PRIM_KERNEL(ST_PRIM_NAME) {
   if (dev_cta() == 0) {
     /* produce only once the consumer has its stale copy (flag mode) or is polling (pair mode) */
     st_await(ack, tag + 1u, DEV_SCOPE_AGENT, args.ticks);
+    if (args.mode == ST_PRIM_AFTER) {
+      /* the data after its flag, then idle (polling) until the consumer is done: an idle CTA's
+       * pending stores land at once, but for the late ones (hsa/sim/memmodel.c) */
+      ho_flag_raise(flag, tag);
+      for (u32 i = lid; i < n; i += dev_cta_size()) dev_st_u32(&data[i], i * 3u + tag, DEV_CP_DEV);
+      st_await(ack, tag, DEV_SCOPE_AGENT, args.ticks);
+      return;
+    }
     if (args.mode == ST_PRIM_FLAG) {
       for (u32 i = lid; i < n; i += dev_cta_size()) dev_st_u32(&data[i], i * 3u + tag, DEV_CP_DEV);
       ho_flag_raise(flag, tag);
@@ -44,12 +52,16 @@ ST_PRIM_KERNEL(ST_PRIM_NAME) {
       st_linger(ack, tag, DEV_SCOPE_AGENT, args.ticks, word);
     }
   } else if (dev_cta() == 1) {
-    if (args.mode == ST_PRIM_FLAG) {
+    if (args.mode != ST_PRIM_PAIR) {
       u32 warm = 0;
       for (u32 i = lid; i < n; i += dev_cta_size()) warm += dev_ld_u32(&data[i], DEV_CP_PLAIN);
       out[n] = warm;
       dev_barrier();
       if (lid == 0) dev_atomic_store_u32(ack, tag + 1u, DEV_RELEASE, DEV_SCOPE_AGENT);
+      /* ST_PRIM_AFTER: the consumer busy (barrier rounds, as a stage with other work) while the
+       * flag goes up, so it is not idle when the producer is: an idle producer's stores land at
+       * once, but for the late ones (hsa/sim/memmodel.c) */
+      if (args.mode == ST_PRIM_AFTER) st_linger(flag, tag, DEV_SCOPE_AGENT, args.ticks, word);
       ho_flags_wait(flag, 1u, 1u, tag);
       for (u32 i = lid; i < n; i += dev_cta_size()) out[i] = dev_ld_u32(&data[i], DEV_CP_PLAIN);
     } else {

@@ -243,6 +243,7 @@ void sim_lag_hold(struct sim_cta *c) {
 
 static void progressed(struct sim_cta *c) {
   c->progressed = true;
+  if (c->waiting) c->waiting = false, atomic_fetch_sub_explicit(&c->d->waiting, 1, memory_order_relaxed);
   atomic_fetch_add_explicit(&c->d->progress, 1, memory_order_relaxed);
 }
 
@@ -525,6 +526,7 @@ void sim_cta_run(struct sim_cta *c) {
   c->trap[0] = 0;
   c->lds_size = d->group_bytes;
   c->poll_rounds_idle = 0;
+  c->waiting = false;
   c->rng = sim.cfg.chaos_seed ^ (d->seq * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)c->id << 32);
   /* LDS is not cleared on a GPU: a kernel that reads what it never wrote sees junk here too */
   if (c->lds_size) memset(c->lds, 0xcd, c->lds_size);
@@ -599,6 +601,7 @@ void sim_cta_run(struct sim_cta *c) {
     /* Only polling work-items left: let other CTAs' threads run before polling again, backing
      * off while nothing in this CTA moves. */
     if (c->progressed) backoff = 0;
+    else if (!c->waiting) c->waiting = true, atomic_fetch_add_explicit(&d->waiting, 1, memory_order_relaxed);
     c->progressed = false;
     if (sim.cfg.weak) sim_mem_drain_idle(c);
     if (backoff < 2) sched_yield();
@@ -615,6 +618,7 @@ void sim_cta_run(struct sim_cta *c) {
   for (uint32_t i = 0; i < c->size && !c->aborted; i++) stack_intact(c, &c->lanes[i]);
   /* no lane runs again: the next CTA starts fresh fibers on these stacks */
   for (uint32_t i = 0; i < c->size; i++) sim_fiber_forget(&c->lanes[i].fiber);
+  if (c->waiting) c->waiting = false, atomic_fetch_sub(&d->waiting, 1);
   /* the end of a CTA publishes everything it stored (the dispatch's release) */
   sim_mem_flush_all(c);
   atomic_fetch_add(&d->progress, 1);

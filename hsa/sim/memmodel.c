@@ -22,7 +22,9 @@
  *    acquire of agent scope or wider, or until evicted;
  * while device- and system-scope loads and all atomics read memory itself. Under chaos, the
  * scheduling points land fewer pending stores, a releasing wave may stall before or after its
- * release, and one CTA a dispatch (the laggard) stalls for milliseconds before it publishes
+ * release, one complete-class data store in four is late (it lands at its wave's next wait or
+ * release, or once the dispatch is quiet: sim_mem_drain_idle), and one CTA a dispatch (the
+ * laggard) stalls for milliseconds before it publishes
  * (lagging producers: consumers run ahead). With HSAMONO_SIM_LAG_RANK one GPU agent reads its
  * peers' all-reduce pushes only once they have run ahead (cta.c). Every access through the
  * dialect is also checked against the agent's allocations and access rights.
@@ -52,7 +54,8 @@ static void forget_pending(struct sim_memview *m) {
     struct sim_wavebuf *b = &m->wave[w];
     b->npend = b->live = b->live_complete = b->visible_seq = 0;
   }
-  m->live = m->live_complete = m->seq = 0;
+  m->live = m->live_complete = m->live_late = m->seq = 0;
+  m->late_since_ns = 0;
   m->hash_used = 0;
   m->gen++; /* every hash slot of an older generation reads as empty */
 }
@@ -162,6 +165,7 @@ static void retire(struct sim_memview *m, uint32_t wave, struct sim_pending *e) 
   b->live--;
   m->live--;
   if (e->cls == PEND_COMPLETE) b->live_complete--, m->live_complete--;
+  if (e->late) m->live_late--;
   if (b->live == 0) b->npend = 0; /* its slots now name nothing (slot_entry checks) */
   if (m->live == 0) forget_pending(m);
 }
@@ -191,7 +195,7 @@ static void supersede(struct sim_memview *m, uintptr_t w) {
 
 /* A pending store by `wave` of word w (value), or with wide of the aligned pair w, w + 4 (value, hi). */
 static void pend_add(struct sim_memview *m, uint32_t wave, uintptr_t w, uint32_t value, uint32_t hi, bool wide,
-                     uint8_t cls, uint8_t need_system) {
+                     uint8_t cls, uint8_t need_system, uint8_t late) {
   if ((m->hash_used + 2) * 2 > m->hash_cap) hash_grow(m);
   supersede(m, w);
   if (wide) supersede(m, w + 4);
@@ -204,13 +208,14 @@ static void pend_add(struct sim_memview *m, uint32_t wave, uintptr_t w, uint32_t
   }
   uint32_t idx = b->npend++;
   b->pend[idx] = (struct sim_pending){.addr = w, .value = value, .value_hi = hi, .seq = ++m->seq, .cls = cls,
-                                      .need_system = need_system, .live = 1, .wide = wide};
+                                      .need_system = need_system, .live = 1, .wide = wide, .late = late};
   uint32_t slot = wave << 24 | idx;
   hash_find(m, w, true)->idx = slot;
   if (wide) hash_find(m, w + 4, true)->idx = slot;
   b->live++;
   m->live++;
   if (cls == PEND_COMPLETE) b->live_complete++, m->live_complete++;
+  if (late) m->live_late++;
 }
 
 /* Land `wave`'s pending entries in program order: complete-class ones, and release-class ones
@@ -258,7 +263,7 @@ void sim_mem_drain_one(struct sim_cta *c) {
     if (!b->live_complete) continue;
     for (uint32_t j = 0; j < b->npend; j++) {
       uint32_t i = oldest ? j : b->npend - 1 - j;
-      if (b->pend[i].live && b->pend[i].cls == PEND_COMPLETE) {
+      if (b->pend[i].live && b->pend[i].cls == PEND_COMPLETE && !b->pend[i].late) {
         m->drain_wave = w + 1;
         land(m, w, &b->pend[i]);
         return;
@@ -267,9 +272,33 @@ void sim_mem_drain_one(struct sim_cta *c) {
   }
 }
 
+/* The CTA has nothing but polling work-items: its complete-class stores land, but for the late
+ * ones, which wait until every other CTA of the dispatch is done or waiting (idle a whole round
+ * with no progress: whoever could still read them early has had its chance), at most LATE_MAX_NS.
+ * A state, not a quiet time: a consumer whose thread the host does not run for a while has not
+ * read yet. */
+#define LATE_MAX_NS 100000000ull
 void sim_mem_drain_idle(struct sim_cta *c) {
   struct sim_memview *m = &c->mem;
-  for (uint32_t w = 0; w < c->nwaves && m->live_complete; w++) publish(m, w, 0);
+  bool late_too = true;
+  if (m->live_late) {
+    const struct sim_dispatch *d = c->d;
+    uint64_t now = sim_now_ns();
+    if (!m->late_since_ns) m->late_since_ns = now;
+    uint32_t others = atomic_load_explicit(&d->waiting, memory_order_relaxed) - (c->waiting ? 1u : 0u) +
+                      atomic_load_explicit(&d->finished, memory_order_relaxed);
+    late_too = others + 1 >= d->nctas || now - m->late_since_ns >= LATE_MAX_NS;
+  }
+  /* what lands now may be what a waiting CTA waits for: the late ones wait at least a round more */
+  uint32_t early = m->live_complete - m->live_late;
+  for (uint32_t w = 0; w < c->nwaves && m->live_complete; w++) {
+    struct sim_wavebuf *b = &m->wave[w];
+    for (uint32_t i = 0; i < b->npend && b->live_complete; i++) {
+      struct sim_pending *e = &b->pend[i];
+      if (e->live && e->cls == PEND_COMPLETE && ((late_too && !early) || !e->late)) land(m, w, e);
+    }
+  }
+  if (!m->live_late) m->late_since_ns = 0;
 }
 
 void sim_mem_flush_all(struct sim_cta *c) {
@@ -371,10 +400,18 @@ void sim_mem_store(struct sim_cta *c, void *p, const void *in, uint32_t bytes, e
     return;
   }
   uint8_t cls = (cp == DEV_HOST_CP_SYS || (cp == DEV_HOST_CP_DEV && !remote)) ? PEND_COMPLETE : PEND_RELEASE;
+  /* Under chaos one complete-class data store in four is late (sim_mem_drain_idle): it lands at its
+   * wave's next wait or release, as any store does, but not on its own while the dispatch still
+   * runs. A hand-off drains its data before its flag, so this costs a correct one nothing; data
+   * stored after the flag it belongs to (or never drained) reaches its reader only after the
+   * reader has run its whole path, as it may on a GPU. Pairs and atomics (the flags and tagged
+   * values themselves) are never late: they publish, and a late one would only slow the test. */
+  uint8_t late = 0;
+  if (sim.cfg.chaos && cls == PEND_COMPLETE && !pair) late = (sim_rng(&c->rng) & 3) == 0;
   if (pair) {
     uint32_t v[2];
     memcpy(v, in, 8);
-    pend_add(&c->mem, cur_wave(), (uintptr_t)p, v[0], v[1], true, cls, remote);
+    pend_add(&c->mem, cur_wave(), (uintptr_t)p, v[0], v[1], true, cls, remote, 0);
     cache_update(&c->mem, (uintptr_t)p, v[0]);
     cache_update(&c->mem, (uintptr_t)p + 4, v[1]);
     return;
@@ -382,7 +419,7 @@ void sim_mem_store(struct sim_cta *c, void *p, const void *in, uint32_t bytes, e
   for (uint32_t i = 0; i < bytes; i += 4) {
     uint32_t v;
     memcpy(&v, (const char *)in + i, 4);
-    pend_add(&c->mem, cur_wave(), (uintptr_t)p + i, v, 0, false, cls, remote);
+    pend_add(&c->mem, cur_wave(), (uintptr_t)p + i, v, 0, false, cls, remote, late);
     cache_update(&c->mem, (uintptr_t)p + i, v);
   }
 }
@@ -423,7 +460,7 @@ uint64_t sim_mem_atomic(struct sim_cta *c, void *p, enum dev_atomic_op op, uint3
        * may land after the wave's later stores unless the wave waits for it */
       struct sim_memview *m = &c->mem;
       uint32_t lo = (uint32_t)v, hi = (uint32_t)(v >> 32);
-      pend_add(m, cur_wave(), (uintptr_t)p, lo, hi, bytes == 8, PEND_COMPLETE, remote);
+      pend_add(m, cur_wave(), (uintptr_t)p, lo, hi, bytes == 8, PEND_COMPLETE, remote, 0);
       cache_update(m, (uintptr_t)p, lo);
       if (bytes == 8) cache_update(m, (uintptr_t)p + 4, hi);
       return 0;

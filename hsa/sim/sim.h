@@ -236,6 +236,8 @@ struct sim_pending {
   uint32_t seq;               /* the CTA's store count when it was made (visibility to other waves) */
   uint8_t cls;                /* PEND_RELEASE or PEND_COMPLETE */
   uint8_t need_system;        /* target memory needs a system-scope release */
+  uint8_t late;               /* under chaos, a complete-class data store that lands only when its wave
+                                 waits or releases, or once the dispatch is quiet (memmodel.c) */
   uint8_t live;
   uint8_t wide;               /* an aligned 8-byte store: both words land together (single-copy atomic) */
 };
@@ -258,6 +260,8 @@ struct sim_wavebuf {
 struct sim_memview {
   struct sim_wavebuf wave[SIM_MAX_WAVES];
   uint32_t live, live_complete; /* over all waves */
+  uint32_t live_late;         /* late entries (sim_pending.late) over all waves */
+  uint64_t late_since_ns;     /* since when the CTA has been idle with late entries (0: not) */
   uint32_t seq;               /* stores made so far (since the last quiet point) */
   uint32_t drain_wave;        /* where the next drain_one starts looking */
   struct sim_hslot *hash;     /* word address -> its newest pending entry */
@@ -289,6 +293,7 @@ struct sim_cta {
   bool lag_holding;
   uint64_t lag_start_ns, lag_quiet_ns, lag_next_ns, lag_seen;
   bool progressed;
+  bool waiting;               /* counted in d->waiting: idle a whole round with no progress */
   bool aborted;
   char trap[512];
   unsigned cu;                /* where it was placed */
@@ -310,6 +315,7 @@ struct sim_dispatch {
   _Atomic uint32_t finished;  /* CTAs done (or abandoned) */
   _Atomic uint32_t running;
   _Atomic uint64_t progress;  /* bumped by anything that moves the kernel forward */
+  _Atomic uint32_t waiting;   /* CTAs idle (only polling work-items) a whole round with no progress */
   _Atomic uint32_t begun;     /* chaos: CTAs (in start order) that have begun running */
   _Atomic bool abort;
   _Atomic bool failed;
