@@ -187,6 +187,15 @@ DEV_INLINE void ffn_ug_unit(const struct ffn_ctx *c, __local struct ffn_lds *lds
 /* Down tasks: 16 hidden rows each. */
 DEV_INLINE u32 ffn_down_tasks(const struct ffn_ctx *c) { return c->a->D / 16u; }
 
+/* 128-wide K steps of the shared down matrix (gemv_mx8_wave's count on each arch). */
+DEV_INLINE u32 ffn_sw2_steps(const gemv_mx8 *m) {
+#if DEV_ARCH_GFX942
+  return m->Kp / 128u;
+#else
+  return (m->K + 127u) / 128u;
+#endif
+}
+
 /* Task rt: hidden rows 16rt..16rt+15. Routed: per slot tile (waves take tiles w, w + 8, ...) w2 x
  * MID over K = I, even steps on chain A, odd on B, contrib = A + B. Shared: sw2 x SMQ over K = Sh
  * in the §2.0 order, bf16. Combine per token: routed = bf16(routed + bf16(contrib_k * w_k)) in
@@ -197,6 +206,38 @@ DEV_INLINE void ffn_down_task(const struct ffn_ctx *c, __local struct ffn_lds *l
   const u32 S = c->a->S, D = c->a->D, I = c->a->I, Sh = c->a->Sh, K = c->a->topk;
   const u32 lane = dev_lane(), wave = dev_wave(), isteps = I / 128u;
   const u32 real_blocks = (c->a->Ir + 31u) / 32u; /* MID blocks the gate/up stage writes */
+  /* the first K step of the wave's first slot tile is in flight before the waits on MID and SMQ (the
+   * route table, in LDS since the route stage, names its expert) */
+#if DEV_ARCH_GFX942
+  u32x4 wq0 = 0;
+  if (wave < R->ntiles && I >= 32u) {
+    const u32 e = R->tile_expert[wave];
+    dev_buf_t W = dev_buf((__global const void *)(c->a->w2 + (u64)e * D * (I / 2u)), D * (I / 2u));
+    wq0 = gemv942_ld_fp4(W, rt * 8u * I, I / 2u, 0u, lane);
+  }
+#else
+  i32x8 a0 = 0;
+  u32 sa0 = 0;
+  if (wave < R->ntiles && isteps) {
+    const u32 e = R->tile_expert[wave];
+    dev_buf_t W = dev_buf((__global const void *)(c->a->w2 + (u64)e * D * (I / 2u)), D * (I / 2u));
+    __global const u8 *WS = (__global const u8 *)c->a->w2_s + (u64)e * D * c->a->w2_cols;
+    a0 = gemv_ld_fp4(W, rt * 8u * I, 0u, lane);
+    sa0 = ffn_shuffled_scale(WS, 16u * rt + lane % 16u, lane / 16u, c->a->w2_cols);
+  }
+#endif
+  /* and the wave's steps of the shared down rows (K = Sh: its whole share when the wave's steps fit
+   * gemv_wtile, K <= 4096; a larger Sh streams them after the waits), kept across token tiles; the
+   * matrix made from arguments read here (ffn_next_stage), or LLVM keeps them through the task and
+   * spills SGPRs (32 on gfx942) */
+  gemv_wtile sw;
+  {
+    struct ffn_ctx cp = *c;
+    ffn_next_stage(&cp);
+    gemv_mx8 m = gemv_mx8_of((__global const u8 *)cp.a->sw2, (__global const u8 *)cp.a->sw2_s, D, cp.a->Sh);
+    const u32 shs = ffn_sw2_steps(&m);
+    gemv_wtile_load(&sw, &m, 16u * rt, 0u, shs <= 8u * GEMV_MAX_WSTEPS ? shs : 0u, wave, lane);
+  }
   ho_flags_wait(ffn_words(c, c->a->L.ugf), 1u, ffn_ug_units(c, lds), c->tag);
   ho_flags_wait(ffn_words(c, c->a->L.srdy), 1u, ffn_shared_tasks(c), c->tag);
   dev_buf_t MID = dev_buf(ffn_scr(c, c->a->L.mid), S * K * I);
@@ -215,7 +256,7 @@ DEV_INLINE void ffn_down_task(const struct ffn_ctx *c, __local struct ffn_lds *l
     const u32 nblk = I / 32u, tok_ok = lane % 16u < n;
     __global const u8 *WC = (__global const u8 *)c->a->w2_s + (u64)e * D * nblk;
     for (u32 s = 0; 4u * s < nblk; s++) {
-      u32x4 wq = gemv942_ld_fp4(W, rt * 8u * I, I / 2u, s, lane);
+      u32x4 wq = tile == wave && s == 0 ? wq0 : gemv942_ld_fp4(W, rt * 8u * I, I / 2u, s, lane);
       for (u32 b = 0; b < 4u && 4u * s + b < nblk; b++) {
         u32 blk = 4u * s + b;
         u64 xb = 0;
@@ -237,8 +278,9 @@ DEV_INLINE void ffn_down_task(const struct ffn_ctx *c, __local struct ffn_lds *l
     }
 #else
     for (u32 s = 0; s < isteps; s++) {
-      i32x8 a = gemv_ld_fp4(W, goff, s, lane);
-      u32 sa = ffn_shuffled_scale(WS, row, 4u * s + lane / 16u, c->a->w2_cols);
+      const u32 pre = tile == wave && s == 0;
+      i32x8 a = pre ? a0 : gemv_ld_fp4(W, goff, s, lane);
+      u32 sa = pre ? sa0 : ffn_shuffled_scale(WS, row, 4u * s + lane / 16u, c->a->w2_cols);
       i32x8 b = 0;
       u32 sb = GEMV_UNIT_SCALE;
       if (lane % 16u < n) {
@@ -270,10 +312,16 @@ DEV_INLINE void ffn_down_task(const struct ffn_ctx *c, __local struct ffn_lds *l
 #endif
   }
   /* shared down, a token tile at a time */
-  gemv_mx8 m = gemv_mx8_of((__global const u8 *)c->a->sw2, (__global const u8 *)c->a->sw2_s, D, Sh);
+  /* the matrix made again here from arguments read again (ffn_next_stage): its descriptors held
+   * through the routed tiles spilled SGPRs */
+  struct ffn_ctx cs = *c;
+  ffn_next_stage(&cs);
+  gemv_mx8 m = gemv_mx8_of((__global const u8 *)cs.a->sw2, (__global const u8 *)cs.a->sw2_s, D, Sh);
   gemv_act x = gemv_act_of_words(ffn_scr(c, c->a->L.smq), ffn_words(c, c->a->L.smc), S, Sh);
   for (u32 tt = 0; tt < ffn_ntiles(c); tt++) {
-    f32x4 acc = gemv_mx8_wave(&m, &x, 16u * rt, FFN_TILE * tt, wave);
+    const u32 shs = ffn_sw2_steps(&m);
+    f32x4 acc = shs <= 8u * GEMV_MAX_WSTEPS ? gemv_wtile_run(&sw, &x, FFN_TILE * tt, 0u, shs, wave, lane)
+                                            : gemv_mx8_wave(&m, &x, 16u * rt, FFN_TILE * tt, wave);
     gemv_red_put(&L->red, wave, acc);
     dev_barrier();
     u32 lid = dev_lid();

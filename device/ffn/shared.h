@@ -55,10 +55,59 @@ DEV_INLINE u32 ffn_act_byte(f32 v, u32 code) {
 #endif
 }
 
+/* One 128-wide K step of a shared task's four row tiles, the wave's A operands and their scales:
+ * loaded (ffn_shared_ld) apart from their use (ffn_shared_run), so that a task's first step is in
+ * flight before it waits for its activations (spec/mono.md §3.1). gfx942: each step's four K blocks
+ * and their codes (device/gemv.h's gemv942_mx8_step, split). */
+typedef struct {
+#if DEV_ARCH_GFX942
+  u64 a[4][4];
+  u32 codes[4];
+#else
+  i32x8 a[4];
+  u32 sa[4];
+#endif
+} ffn_shared_step;
+
+DEV_INLINE void ffn_shared_ld(ffn_shared_step *w, const gemv_mx8 *m, const u32 row0[4], u32 st, u32 lane) {
+#pragma unroll
+  for (u32 r = 0; r < 4u; r++) {
+#if DEV_ARCH_GFX942
+    u64 a[4];
+    gemv942_ld_w(m, row0[r], st, lane, a);
+    for (u32 b = 0; b < 4u; b++) w->a[r][b] = a[b];
+    w->codes[r] = gemv942_ld_codes(m, row0[r], st);
+#else
+    u32 row = row0[r] + lane % 16u;
+    w->a[r] = gemv_ld_fp8(m->w, row * m->K, m->K, st, lane, DEV_CP_NT);
+    w->sa[r] = gemv_mx8_scale(m, row, 4u * st + lane / 16u);
+#endif
+  }
+}
+
+/* Step st of the four row tiles times the token tile from t0, into acc[r] (the step's K blocks in
+ * order on gfx942; one scaled MFMA a tile on gfx950). */
+DEV_INLINE void ffn_shared_run(const ffn_shared_step *w, const gemv_act *x, u32 t0, u32 st, u32 lane, f32x4 acc[4]) {
+#if DEV_ARCH_GFX942
+  const u32 tok = gemv942_token(x, t0, lane);
+#pragma unroll
+  for (u32 r = 0; r < 4u; r++) {
+    const u64 a[4] = {w->a[r][0], w->a[r][1], w->a[r][2], w->a[r][3]};
+    acc[r] = gemv942_blocks(a, w->codes[r], x, tok, st, lane, acc[r]);
+  }
+#else
+  i32x8 b = gemv_ld_act(x, t0, st, lane);
+  u32 sb = gemv_act_scale(x, t0, st, lane);
+#pragma unroll
+  for (u32 r = 0; r < 4u; r++) acc[r] = gemv_mfma_fp8(w->a[r], b, acc[r], w->sa[r], sb);
+#endif
+}
+
 /* One task: columns 32cg..32cg+31 of a token tile (FFN_TILE tokens from t0). Gate rows 32cg.. and
  * up rows Sh + 32cg.. of sgu (4 row tiles); wave w takes the K steps w, w + 8, ... (§2.0 order;
- * gfx942: each step's blocks by fma, device/gemv.h), the waves are added 0..7, g and u rounded to
- * bf16; the activation's rule-V codes and bytes, then the task's flag. */
+ * gfx942: each step's blocks by fma, device/gemv.h), its first step's weights loaded before the wait
+ * on the activations; the waves are added 0..7, g and u rounded to bf16; the activation's rule-V
+ * codes and bytes, then the task's flag. */
 DEV_INLINE void ffn_shared_task(const struct ffn_ctx *c, __local struct ffn_lds *lds, u32 task) {
   __local struct ffn_lds_gemv *L = &lds->u.gemv;
   const u32 S = c->a->S, D = c->a->D, Sh = c->a->Sh, CG = Sh / 32u;
@@ -67,25 +116,17 @@ DEV_INLINE void ffn_shared_task(const struct ffn_ctx *c, __local struct ffn_lds 
   gemv_mx8 m = gemv_mx8_of((__global const u8 *)c->a->sgu, (__global const u8 *)c->a->sgu_s, 2u * Sh, D);
   gemv_act x = gemv_act_of(ffn_scr(c, c->a->L.x8), ffn_scr(c, c->a->L.x8s), S, D);
   const u32 row0[4] = {32u * cg, 32u * cg + 16u, Sh + 32u * cg, Sh + 32u * cg + 16u};
+  ffn_shared_step w0;
+  if (wave < steps) ffn_shared_ld(&w0, &m, row0, wave, lane);
   u32 nt = S - t0 < FFN_TILE ? S - t0 : FFN_TILE;
   ho_flags_wait(ffn_words(c, c->a->L.xrdy) + t0, 1u, nt, c->tag);
   f32x4 acc[4] = {0, 0, 0, 0};
-#if DEV_ARCH_GFX942
-  for (u32 st = wave; st < steps; st += 8u)
-#pragma unroll
-    for (u32 r = 0; r < 4u; r++) acc[r] = gemv942_mx8_step(&m, &x, row0[r], t0, st, lane, acc[r]);
-#else
-  for (u32 st = wave; st < steps; st += 8u) {
-    i32x8 b = gemv_ld_act(&x, t0, st, lane);
-    u32 sb = gemv_act_scale(&x, t0, st, lane);
-#pragma unroll
-    for (u32 r = 0; r < 4u; r++) {
-      u32 row = row0[r] + lane % 16u;
-      i32x8 a = gemv_ld_fp8(m.w, row * D, D, st, lane, DEV_CP_NT);
-      acc[r] = gemv_mfma_fp8(a, b, acc[r], gemv_mx8_scale(&m, row, 4u * st + lane / 16u), sb);
-    }
+  if (wave < steps) ffn_shared_run(&w0, &x, t0, wave, lane, acc);
+  for (u32 st = wave + 8u; st < steps; st += 8u) {
+    ffn_shared_step w;
+    ffn_shared_ld(&w, &m, row0, st, lane);
+    ffn_shared_run(&w, &x, t0, st, lane, acc);
   }
-#endif
 #pragma unroll
   for (u32 r = 0; r < 4u; r++) gemv_red_put(&L->red[r], wave, acc[r]);
   dev_barrier();

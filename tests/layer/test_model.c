@@ -211,6 +211,41 @@ START_TEST(trace_deterministic) {
 END_TEST
 
 /* Tracing off (never begun): hm_runtime_trace_end hands back nothing. */
+/* A stage that issues part of its weights (P of W bytes) before waiting on another CTA's stage: when the
+ * wait passes before that part has streamed in, the stage is one stream from its start and pays the
+ * load latency once (L + W / share, the same as a stage with no wait; the model charged L twice before:
+ * L + P / share to the gate, then L + (W - P) / share); when the wait holds it past that, the loads
+ * after the gate pay the latency again, and the preloaded part was hidden under the wait (gate + L +
+ * (W - P) / share). The critical path sums to the total in both, with the wait on it only in the second.
+ * On MI355X's whole grid (share = HBM / CUs): P 64 KB is 2.3 µs there, the hand-off 0.45 µs. */
+START_TEST(preload_latency_once) {
+  const hm_part *p = hm_part_find("mi355x");
+  const double share = p->hbm_bw / p->cus, L = p->load_lat_s;
+  const uint64_t P = 64u << 10, W = 128u << 10;
+  for (int binds = 0; binds < 2; binds++) {
+    /* CTA 0 writes what CTA 1 waits for: nothing to load (its end is 0) or 1 MB of weights first */
+    const uint64_t w0 = binds ? 1u << 20 : 0;
+    hm_trace_stage st[2] = {{.cta = 0, .weight_bytes = w0}, {.cta = 1, .weight_bytes = W, .weight_pre_bytes = P}};
+    hm_trace_wait w = {.cta = 1, .w_cta = 0, .words = 1};
+    hm_trace_launch l = {.agent = 0, .ctas = p->cus};
+    hm_trace t = made(st, 2, &w, 1, &l, 1);
+    hm_model_result r;
+    char err[200];
+    ck_assert_msg(hm_model_run(&t, p, &r, err, sizeof err) == 0, "%s", err);
+    const double gate = (w0 ? L + (double)w0 / share : 0) + p->dev_handoff_s;
+    ck_assert(binds ? gate > P / share : gate <= P / share); /* the case is the one it says */
+    const double want = binds ? gate + L + (double)(W - P) / share : L + (double)W / share;
+    ck_assert_msg(fabs(r.total_s - want) <= 1e-12 * want, "%s: %g s, want %g", binds ? "binds" : "hidden", r.total_s,
+                  want);
+    ck_assert_msg(fabs(path_sum(&r) - r.total_s) <= 1e-15, "path %g, total %g", path_sum(&r), r.total_s);
+    ck_assert_uint_eq(r.npath, binds ? 3 : 1);
+    ck_assert_uint_eq(r.path[r.npath - 1].cta, 1);
+    if (binds) ck_assert_int_eq(r.path[1].kind, HM_SEG_WAIT);
+    hm_model_result_free(&r);
+  }
+}
+END_TEST
+
 START_TEST(trace_off_records_nothing) {
   hm_runtime *rt = tl_open_sim();
   hm_trace t;
@@ -225,6 +260,7 @@ Suite *hm_test_suite(void) {
   const tl_case tests[] = {
       {"weights_only_at_floor", weights_only_at_floor},
       {"handoff_chain", handoff_chain},
+      {"preload_latency_once", preload_latency_once},
       {"trace_off_records_nothing", trace_off_records_nothing},
       {"trace_deterministic", trace_deterministic},
   };

@@ -10,7 +10,7 @@ struct node {
   const hm_trace_stage *st;
   uint32_t wbeg, wend; /* its waits in t->waits */
   int state;           /* 0 not yet, 1 in progress (a cycle if met again), 2 done */
-  double gate, end;    /* when its post-wait work could begin; its end */
+  double gate, end;    /* when its post-wait work could begin (its start if its preloaded stream set its end); its end */
   int32_t pred;        /* the node its gate came from: -1 none (launch start at 0) */
   double lat;          /* the hand-off latency on that edge (0: its CTA's previous stage or the launch before) */
 };
@@ -97,9 +97,9 @@ static int eval(struct ctx *c, uint32_t i) {
     if (launch_end(c, s->agent, s->launch - 1, &start, &who)) return -1;
     n->pred = who;
   }
-  /* the weights it loads before its first wait stream while it waits */
-  const double pre = s->weight_pre_bytes ? p->load_lat_s + (double)s->weight_pre_bytes / share : 0;
-  n->gate = start + pre;
+  /* its waits: the latest writer's end plus the hand-off's latency */
+  n->gate = start;
+  const int32_t start_pred = n->pred;
   for (uint32_t k = n->wbeg; k < n->wend; k++) {
     const hm_trace_wait *w = &c->t->waits[k];
     int32_t j = find_stage(c->t, w->w_agent, w->w_launch, w->w_cta, w->w_slot);
@@ -108,10 +108,16 @@ static int eval(struct ctx *c, uint32_t i) {
     const double lat = w->w_agent == s->agent ? p->dev_handoff_s : p->sys_handoff_s;
     if (c->n[j].end + lat > n->gate) n->gate = c->n[j].end + lat, n->pred = j, n->lat = lat;
   }
-  /* then the rest of its loads and its local stores, overlapped with its matrix work */
+  /* its loads after the gate (the rest of its weights, its hand-off reads) and its local stores, from
+   * the gate on, overlapped with its matrix work */
   const uint64_t local = s->sys_store_bytes - s->peer_store_bytes + s->dev_store_bytes;
   const uint64_t bytes = s->weight_bytes - s->weight_pre_bytes + s->handoff_bytes + local;
   const double mem = bytes ? p->load_lat_s + (double)bytes / share : 0;
+  /* the weights it issued before its first wait start one stream at its start, which the loads after
+   * the gate join: the stream's latency is paid once unless the gate comes after the stream has
+   * drained (then the gate's loads pay it again, mem above); the preloaded part overlapped the wait */
+  const double stream =
+      s->weight_pre_bytes ? start + p->load_lat_s + (double)(s->weight_pre_bytes + bytes) / share : 0;
   double mma = 0;
   for (int k = 0; k < HM_TRACE_MFMA_KINDS; k++) {
     if (!s->mfma[k]) continue;
@@ -124,7 +130,14 @@ static int eval(struct ctx *c, uint32_t i) {
     const double links = c->agents > 1 ? c->agents - 1 : 1;
     push = (double)s->peer_store_bytes / (p->xgmi_bw * links / ctas);
   }
-  n->end = n->gate + (mem > mma ? mem : mma) + push;
+  const double after = n->gate + (mem > mma ? mem : mma);
+  if (stream > after) {
+    /* the stream from its start set its end: the wait did not hold it up, so its start is its source
+     * on the critical path, not the waits */
+    n->end = stream + push, n->gate = start, n->pred = start_pred, n->lat = 0;
+  } else {
+    n->end = after + push;
+  }
   n->state = 2;
   return 0;
 }
