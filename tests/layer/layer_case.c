@@ -15,6 +15,20 @@
 /* 8-CTA parts on the software agent (tests/layer/meson.build), so every stage's placement wraps. */
 const hm_ffn_config lc_small_grid = {.min_cus = 1};
 
+const shape lc_sweep_shapes[2] = {{1, 1, 0, 64, -1, 0}, {7, 1, 100, 64, 3, 0}};
+const uint32_t lc_sweep_grids[LC_SWEEP_RUNS] = {3, 5, 8};
+
+void lc_sweep_seed(uint32_t k) {
+  static const char *const seeds[LC_SWEEP_RUNS] = {"5", "17", "29"};
+  setenv("HSAMONO_SIM_LAGGARD", "1", 1);
+  setenv("HSAMONO_SIM_CHAOS", seeds[k], 1);
+}
+
+void lc_sweep_end(void) {
+  unsetenv("HSAMONO_SIM_CHAOS");
+  unsetenv("HSAMONO_SIM_LAGGARD");
+}
+
 /* ---------------------------------------------------------------- a case */
 
 

@@ -16,6 +16,16 @@ typedef struct shape {
   uint32_t cases;   /* the generator's hard cases (HM_GEN_*), each asserted to occur */
 } shape;
 
+/* The grid sweeps' schedule (grid_shapes_under_chaos in test_layer.c and test_layer_942.c): one row
+ * and seven (the padding row among them), chaos seeds and small grids, a laggard CTA in every dispatch
+ * (HSAMONO_SIM_LAGGARD=1: it publishes as late as it can, hsa/sim/cta.c). lc_sweep_seed(k) sets seed k
+ * and the laggard, lc_sweep_end unsets both. */
+#define LC_SWEEP_RUNS 3u
+extern const shape lc_sweep_shapes[2];
+extern const uint32_t lc_sweep_grids[LC_SWEEP_RUNS];
+void lc_sweep_seed(uint32_t k);
+void lc_sweep_end(void);
+
 typedef struct layer_case {
   hm_layer_config cfg;
   hm_arch arch;       /* the weights' (gfx942: its copies, FNUZ SWA records, 64-key chunks) */

@@ -84,15 +84,12 @@ END_TEST
  * (the padding row among them). The seeds are its own: under layer-chaos it is not run again. */
 START_TEST(grid_shapes_under_chaos) {
   if (getenv("HSAMONO_SIM_CHAOS")) return;
-  const shape s[] = {{1, 1, 0, 64, -1, 0}, {7, 1, 100, 64, 3, 0}};
-  const char *seeds[] = {"5", "17", "29"};
-  const uint32_t grids[] = {3, 5, 8};
-  setenv("HSAMONO_SIM_LAGGARD", "1", 1);
-  for (uint32_t k = 0; k < 3; k++) {
-    setenv("HSAMONO_SIM_CHAOS", seeds[k], 1);
-    for (uint32_t i = 0; i < 3; i++) {
+  const shape *s = lc_sweep_shapes;
+  for (uint32_t k = 0; k < LC_SWEEP_RUNS; k++) {
+    lc_sweep_seed(k);
+    for (uint32_t i = 0; i < LC_SWEEP_RUNS; i++) {
       hm_ffn_config run = lc_small_grid;
-      run.ctas = grids[i];
+      run.ctas = lc_sweep_grids[i];
       const int32_t layer = i == 1 ? 41 : 3;
       const uint32_t tp = i == 1 ? 4 : 2;
       const uint64_t seed = 900 + 10 * k + i;
@@ -102,8 +99,7 @@ START_TEST(grid_shapes_under_chaos) {
       lc_teardown(&L);
     }
   }
-  unsetenv("HSAMONO_SIM_CHAOS");
-  unsetenv("HSAMONO_SIM_LAGGARD");
+  lc_sweep_end();
 }
 END_TEST
 

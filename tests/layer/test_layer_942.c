@@ -66,14 +66,11 @@ END_TEST
  * seven (two passes, the padding row among them). The seeds are its own: it is its own meson test. */
 START_TEST(grid_shapes_under_chaos) {
   if (getenv("HSAMONO_SIM_CHAOS")) return;
-  const shape s[] = {{1, 1, 0, 64, -1, 0}, {7, 1, 100, 64, 3, 0}};
-  const char *seeds[] = {"5", "17", "29"};
-  const uint32_t grids[] = {3, 5, 8};
-  setenv("HSAMONO_SIM_LAGGARD", "1", 1);
-  for (uint32_t i = 0; i < 3; i++) {
-    setenv("HSAMONO_SIM_CHAOS", seeds[i], 1);
+  const shape *s = lc_sweep_shapes;
+  for (uint32_t i = 0; i < LC_SWEEP_RUNS; i++) {
+    lc_sweep_seed(i);
     hm_ffn_config run = lc_small_grid;
-    run.ctas = grids[i];
+    run.ctas = lc_sweep_grids[i];
     const int32_t layer = i == 1 ? 2 : 3;
     const uint64_t seed = 9480 + 10 * i;
     layer_setup L;
@@ -83,8 +80,7 @@ START_TEST(grid_shapes_under_chaos) {
     for (uint32_t j = 0; j < 2; j++) lc_run_case(L.rt, L.g, L.w, 4, j == 1 && layer == 2 ? &s7i : &s[j], seed + j, &L.table);
     lc_teardown(&L);
   }
-  unsetenv("HSAMONO_SIM_CHAOS");
-  unsetenv("HSAMONO_SIM_LAGGARD");
+  lc_sweep_end();
 }
 END_TEST
 
