@@ -49,6 +49,8 @@ static void describe_code(uint32_t code, char *buf, size_t cap) {
   uint32_t peer1 = AR_STATUS_PEER1(code), where = AR_STATUS_WHERE(code);
   char site[48];
   if (where == AR_WHERE_STANDALONE) snprintf(site, sizeof site, "the standalone all-reduce");
+  else if (where == AR_WHERE_ATTN) snprintf(site, sizeof site, "the attention output's all-reduce");
+  else if (where == AR_WHERE_MOE) snprintf(site, sizeof site, "the MoE output's all-reduce");
   else snprintf(site, sizeof site, "site %u", where);
   switch (AR_STATUS_CODE(code)) {
   case AR_ERR_TIMEOUT:

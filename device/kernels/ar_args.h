@@ -55,6 +55,12 @@
 #define AR_STATUS_PEER1(s) (((s) >> 8) & 0xffu) /* the rank concerned, plus 1 (0: none) */
 #define AR_STATUS_WHERE(s) ((s) >> 16)          /* the caller's site number */
 #define AR_WHERE_HOST 0xffffu                   /* set by a host, not by a kernel's wait */
+/* The sites of the project's kernels, one number each across kernels, so a status word names its
+ * all-reduce wherever it is read (a chain replay's, the heap's): the standalone launch, and the FFN
+ * launch's and K2's two (the attention output's and the MoE output's). */
+#define AR_WHERE_STANDALONE 1u
+#define AR_WHERE_ATTN 2u
+#define AR_WHERE_MOE 3u
 
 /* Results of the device calls (device/ar.h): AR_OK, AR_ERR_TIMEOUT (this work-item's wait passed
  * the deadline; the abort words are now set), AR_ERR_ABORTED (its abort word was set) or
@@ -81,7 +87,6 @@ DEV_ARGS_CHECK(hm_ar_link, 48);
  * share of this rank's `in` to every rank, reduces the same share of its own inbox into `out`, and
  * CTA 0 advances the epoch once every CTA has read it. */
 #define AR_CTA 256u /* work-items a CTA */
-#define AR_WHERE_STANDALONE 1u
 struct ar_allreduce_args {
   struct hm_ar_link link; /* the heap, the status word, the wait bound */
   u64 epoch;           /* u32 [DEV_EPOCH_WORDS]: this all-reduce's epoch buffer */

@@ -95,9 +95,9 @@ DEV_ARGS_CHECK(ffn_args, 584);
 #define FFN_PMIX SEAM_PMIX
 #define FFN_CTA SEAM_CTA
 
-/* status "site" numbers of the launch's two all-reduces (kernels/ar_args.h AR_ST_SITE) */
-#define FFN_SITE_ATTN 1u
-#define FFN_SITE_MOE 2u
+/* status "site" numbers of the launch's two all-reduces (kernels/ar_args.h AR_WHERE_*) */
+#define FFN_SITE_ATTN AR_WHERE_ATTN
+#define FFN_SITE_MOE AR_WHERE_MOE
 
 /* Routed gate/up units a slot tile: parts of 32 * ug_groups intermediate columns (only those
  * holding real columns run). Slot tiles: a slot's picks in tiles of 16; at most picks + picks/16

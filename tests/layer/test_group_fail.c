@@ -325,6 +325,31 @@ START_TEST(replay_failure_stops_peer) {
 }
 END_TEST
 
+/* A replay whose peer never comes: rank 0 replays its recorded FFN launch, rank 1 records and stays
+ * idle, so rank 0's first all-reduce (the attention output's) waits out its peer bound (2 s here) and
+ * the replay names that site. The site numbers of the FFN launch equalled the standalone
+ * all-reduce's, so a replay's message blamed "the standalone all-reduce". */
+START_TEST(replay_timeout_names_the_site) {
+  hm_ffn_config fc = bounded;
+  fc.peer_timeout_ns = 2000000000ull;
+  tp2 t;
+  tp2_open(&t, &fc, 7750);
+  hm_chain *c[2];
+  for (uint32_t r = 0; r < 2; r++) {
+    ck_assert_int_eq(hm_ffn_prepare(t.f[r], 1), HM_OK);
+    ck_assert_int_eq(hm_chain_create(t.q[r], &c[r]), HM_OK);
+    ck_assert_msg(hm_ffn_record(t.f[r], c[r], &t.b[r].io) == HM_OK, "%s", hm_errmsg());
+  }
+  rank_replay r0 = {.c = c[0]};
+  replay_main(&r0);
+  ck_assert_msg(r0.st == HM_ERR_PEER && strstr(r0.err, "rank 1's push") &&
+                    strstr(r0.err, "the attention output's all-reduce") && !strstr(r0.err, "standalone"),
+                "rank 0: %s: %s", hm_status_name(r0.st), r0.err);
+  for (uint32_t r = 0; r < 2; r++) hm_chain_destroy(c[r]);
+  tp2_close(&t);
+}
+END_TEST
+
 /* Both ranks step at once (threads), rank r with runner f[r] and rows[r]; both must fail within
  * FAST_S with HM_ERR_PEER naming the disagreement and both steps. */
 static void expect_disagreement(tp2 *t, hm_ffn *f0, hm_ffn *f1, const uint32_t rows[2], const char *mine,
@@ -590,6 +615,7 @@ Suite *hm_test_suite(void) {
       {"create_failure_stops_peer", create_failure_stops_peer},
       {"watchdog_names_the_hung_rank", watchdog_names_the_hung_rank},
       {"replay_failure_stops_peer", replay_failure_stops_peer},
+      {"replay_timeout_names_the_site", replay_timeout_names_the_site},
       {"refusal_stops_peer", refusal_stops_peer},
       {"refused_alike_keeps_group", refused_alike_keeps_group},
       {"allreduce_rows_disagree", allreduce_rows_disagree},
