@@ -45,12 +45,20 @@ size_t hm_allreduce_region_bytes(unsigned tp, uint32_t rows, uint32_t width) {
 
 static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
+const char *hm_heap_site_name(uint32_t where) {
+  switch (where) {
+  case AR_WHERE_STANDALONE: return "the standalone all-reduce";
+  case AR_WHERE_ATTN: return "the attention output's all-reduce";
+  case AR_WHERE_MOE: return "the MoE output's all-reduce";
+  default: return NULL;
+  }
+}
+
 static void describe_code(uint32_t code, char *buf, size_t cap) {
   uint32_t peer1 = AR_STATUS_PEER1(code), where = AR_STATUS_WHERE(code);
   char site[48];
-  if (where == AR_WHERE_STANDALONE) snprintf(site, sizeof site, "the standalone all-reduce");
-  else if (where == AR_WHERE_ATTN) snprintf(site, sizeof site, "the attention output's all-reduce");
-  else if (where == AR_WHERE_MOE) snprintf(site, sizeof site, "the MoE output's all-reduce");
+  const char *name = hm_heap_site_name(where);
+  if (name) snprintf(site, sizeof site, "%s", name);
   else snprintf(site, sizeof site, "site %u", where);
   switch (AR_STATUS_CODE(code)) {
   case AR_ERR_TIMEOUT:

@@ -149,6 +149,8 @@ hm_status hm_heap_record(hm_heap *h, hm_chain *c, const uint32_t *status, hm_ste
  * failed rank's own reason when one stopped the group: for the runners of kernels that link to
  * the heap. */
 void hm_heap_describe(hm_heap *h, uint32_t code, char *buf, size_t cap);
+/* The all-reduce a status word's site number names (kernels/ar_args.h AR_WHERE_*), or NULL. */
+const char *hm_heap_site_name(uint32_t where);
 
 /* ---------------------------------------------------------------- the standalone all-reduce
  *

@@ -267,9 +267,7 @@ static hm_status launch_status(const hm_ffn *f) {
   uint32_t st = __atomic_load_n(f->status, __ATOMIC_ACQUIRE);
   if (!st) return HM_OK;
   uint32_t code = AR_STATUS_CODE(st), peer1 = AR_STATUS_PEER1(st), where = AR_STATUS_WHERE(st);
-  const char *site = where == FFN_SITE_ATTN ? "the attention output's all-reduce"
-                     : where == FFN_SITE_MOE ? "the MoE output's all-reduce"
-                                             : "an all-reduce";
+  const char *site = hm_heap_site_name(where) ? hm_heap_site_name(where) : "an all-reduce";
   if (code == AR_ERR_TIMEOUT && peer1)
     return hm_fail(HM_ERR_PEER, "%s (rank %u): rank %u's push in %s did not arrive within %.3f s", f->launch, f->rank,
                    peer1 - 1, site, (double)f->peer_timeout_ns / 1e9);

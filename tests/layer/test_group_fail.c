@@ -273,6 +273,15 @@ START_TEST(watchdog_names_the_hung_rank) {
 }
 END_TEST
 
+/* Each rank's FFN launch of one row recorded into a chain of its own (no step has run before). */
+static void record_ffn_chains(tp2 *t, hm_chain *c[2]) {
+  for (uint32_t r = 0; r < 2; r++) {
+    ck_assert_int_eq(hm_ffn_prepare(t->f[r], 1), HM_OK);
+    ck_assert_int_eq(hm_chain_create(t->q[r], &c[r]), HM_OK);
+    ck_assert_msg(hm_ffn_record(t->f[r], c[r], &t->b[r].io) == HM_OK, "%s", hm_errmsg());
+  }
+}
+
 /* A rank's replay of a recorded chain, in its own thread. */
 typedef struct {
   hm_chain *c;
@@ -300,12 +309,8 @@ START_TEST(replay_failure_stops_peer) {
   tp2 t;
   tp2_open(&t, &bounded, 7700);
   hm_chain *c[2];
-  for (uint32_t r = 0; r < 2; r++) {
-    /* no step has run: the first launch of kernel ffn is rank 1's replay, whose CTA 1 is held */
-    ck_assert_int_eq(hm_ffn_prepare(t.f[r], 1), HM_OK);
-    ck_assert_int_eq(hm_chain_create(t.q[r], &c[r]), HM_OK);
-    ck_assert_msg(hm_ffn_record(t.f[r], c[r], &t.b[r].io) == HM_OK, "%s", hm_errmsg());
-  }
+  /* no step has run: the first launch of kernel ffn is rank 1's replay, whose CTA 1 is held */
+  record_ffn_chains(&t, c);
   rank_replay r1 = {.c = c[1]}, r0 = {.c = c[0]};
   pthread_t th1, th0;
   ck_assert_int_eq(pthread_create(&th1, NULL, replay_main, &r1), 0);
@@ -335,11 +340,7 @@ START_TEST(replay_timeout_names_the_site) {
   tp2 t;
   tp2_open(&t, &fc, 7750);
   hm_chain *c[2];
-  for (uint32_t r = 0; r < 2; r++) {
-    ck_assert_int_eq(hm_ffn_prepare(t.f[r], 1), HM_OK);
-    ck_assert_int_eq(hm_chain_create(t.q[r], &c[r]), HM_OK);
-    ck_assert_msg(hm_ffn_record(t.f[r], c[r], &t.b[r].io) == HM_OK, "%s", hm_errmsg());
-  }
+  record_ffn_chains(&t, c);
   rank_replay r0 = {.c = c[0]};
   replay_main(&r0);
   ck_assert_msg(r0.st == HM_ERR_PEER && strstr(r0.err, "rank 1's push") &&
