@@ -23,7 +23,7 @@
  * while device- and system-scope loads and all atomics read memory itself. Under chaos, the
  * scheduling points land fewer pending stores, a releasing wave may stall before or after its
  * release, one complete-class data store in four is late (it lands at its wave's next wait or
- * release, or once the dispatch is quiet: sim_mem_drain_idle), and one CTA a dispatch (the
+ * release, or once every other CTA is done or waiting: sim_mem_drain_idle), and one CTA a dispatch (the
  * laggard) stalls for milliseconds before it publishes
  * (lagging producers: consumers run ahead). With HSAMONO_SIM_LAG_RANK one GPU agent reads its
  * peers' all-reduce pushes only once they have run ahead (cta.c). Every access through the
@@ -401,7 +401,7 @@ void sim_mem_store(struct sim_cta *c, void *p, const void *in, uint32_t bytes, e
   }
   uint8_t cls = (cp == DEV_HOST_CP_SYS || (cp == DEV_HOST_CP_DEV && !remote)) ? PEND_COMPLETE : PEND_RELEASE;
   /* Under chaos one complete-class data store in four is late (sim_mem_drain_idle): it lands at its
-   * wave's next wait or release, as any store does, but not on its own while the dispatch still
+   * wave's next wait or release, as any store does, but not on its own while another CTA still
    * runs. A hand-off drains its data before its flag, so this costs a correct one nothing; data
    * stored after the flag it belongs to (or never drained) reaches its reader only after the
    * reader has run its whole path, as it may on a GPU. Pairs and atomics (the flags and tagged
