@@ -16,6 +16,7 @@ struct hm_heap {
   hm_agent *a;
   unsigned rank, tp;
   size_t half_bytes, arena_bytes;
+  hm_ar_protocol protocol;        /* pair or word (device/ar.h), the same on every rank */
   uint8_t *arena;                 /* this rank's arena */
   uint8_t *peer[HM_MAX_TP];       /* every rank's arena as mapped here (peer[rank] == arena) */
   uint32_t *stage;                /* host-visible scratch for the copy engine (a page) */

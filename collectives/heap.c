@@ -27,7 +27,7 @@ _Static_assert(STAGE_HEADERS_OUT + 8u * AR_HEADER_RING <= STAGE_HEADERS_IN &&
 /* Round 1: who I am, my arena's handle, or why I could not make one. */
 struct hello {
   uint32_t magic, version, rank, tp;
-  uint32_t ok, pad;
+  uint32_t ok, protocol;
   uint64_t half_bytes, arena_bytes, pid;
   hm_ipc_handle handle;
   char isa[64];
@@ -104,15 +104,17 @@ static void release_heap(hm_heap *h) {
   free(h);
 }
 
-/* This rank's part before round 1: the arena, zeroed, exported. */
+/* This rank's part before round 1: the arena (control page zeroed, halves empty), exported. */
 static hm_status local_setup(hm_heap *h, hm_ipc_handle *handle) {
   hm_status s;
   if ((s = hm_mem_alloc(h->a, HM_POOL_HOST, 4096, 0, (void **)&h->stage))) return s;
   if ((s = hm_signal_create(h->rt, 0, &h->copies))) return s;
   if ((s = hm_mem_alloc(h->a, HM_POOL_UNCACHED, h->arena_bytes, 0, (void **)&h->arena)))
     return hm_fail_prefix(s, "allocating its %zu-byte arena", h->arena_bytes);
-  /* zero: no tag is 0, so no poll can take never-written memory for a push */
-  if ((s = hm_mem_fill(h->rt, h->arena, 0, h->arena_bytes / 4))) return s;
+  /* every slot AR_EMPTY: the word protocol's "nothing pushed", and no tag of the pair protocol (tags
+   * are even), so no poll can take never-written memory for a push; the control page zero (healthy) */
+  if ((s = hm_mem_fill(h->rt, h->arena, 0, AR_CTRL_BYTES / 4))) return s;
+  if ((s = hm_mem_fill(h->rt, h->arena + AR_CTRL_BYTES, AR_EMPTY, (h->arena_bytes - AR_CTRL_BYTES) / 4))) return s;
   if ((s = hm_ipc_export(h->rt, h->arena, handle))) return hm_fail_prefix(s, "exporting its arena");
   return HM_OK;
 }
@@ -159,6 +161,10 @@ hm_status hm_heap_create(hm_agent *a, const hm_heap_config *cfg, const hm_bootst
   if (half > ((size_t)1 << 40))
     return join_failed(cfg, boot, hm_fail(HM_ERR_INVALID_ARG, "hm_heap_create: a half of %zu bytes", half));
   half = round_up(half, 4096);
+  hm_ar_protocol protocol = cfg->protocol == HM_AR_PROTOCOL_DEFAULT ? HM_AR_PROTOCOL_WORD : cfg->protocol;
+  if (protocol != HM_AR_PROTOCOL_PAIR && protocol != HM_AR_PROTOCOL_WORD)
+    return join_failed(cfg, boot, hm_fail(HM_ERR_INVALID_ARG, "hm_heap_create: protocol %d (0 default, 1 pair, 2 word)",
+                                          (int)cfg->protocol));
   size_t granule = ai->pool_granule[HM_POOL_UNCACHED] ? ai->pool_granule[HM_POOL_UNCACHED] : 4096;
   uint64_t timeout = cfg->timeout_ns ? cfg->timeout_ns : 30000000000ull;
   uint64_t deadline = hm_coll_now_ns() + timeout;
@@ -168,11 +174,13 @@ hm_status hm_heap_create(hm_agent *a, const hm_heap_config *cfg, const hm_bootst
   pthread_mutex_init(&h->lock, NULL);
   h->rt = hm_agent_runtime(a), h->a = a, h->rank = cfg->rank, h->tp = cfg->tp;
   h->half_bytes = half;
+  h->protocol = protocol;
   h->arena_bytes = round_up(AR_CTRL_BYTES + 2 * half, granule);
 
   /* round 1: every rank's handle (or its failure, so the others fail at once, naming it) */
   struct hello mine = {.magic = HELLO_MAGIC, .version = HELLO_VERSION, .rank = h->rank, .tp = h->tp,
-                       .half_bytes = half, .arena_bytes = h->arena_bytes, .pid = (uint64_t)getpid()};
+                       .protocol = protocol, .half_bytes = half, .arena_bytes = h->arena_bytes,
+                       .pid = (uint64_t)getpid()};
   snprintf(mine.isa, sizeof mine.isa, "%s", ai->name);
   if (local_setup(h, &mine.handle) == HM_OK) mine.ok = 1;
   else snprintf(mine.err, sizeof mine.err, "%s", hm_errmsg());
@@ -198,6 +206,9 @@ hm_status hm_heap_create(hm_agent *a, const hm_heap_config *cfg, const hm_bootst
     if (all[r].half_bytes != all[0].half_bytes)
       snprintf(why, sizeof why, "rank %u has halves of %llu bytes, rank 0 of %llu (every rank must ask the same)", r,
                (unsigned long long)all[r].half_bytes, (unsigned long long)all[0].half_bytes);
+    else if (all[r].protocol != all[0].protocol)
+      snprintf(why, sizeof why, "rank %u asks for the %s protocol, rank 0 for the %s one (every rank must ask the same)",
+               r, hm_ar_protocol_name(all[r].protocol), hm_ar_protocol_name(all[0].protocol));
     else if (strncmp(all[r].isa, all[0].isa, sizeof all[0].isa) != 0)
       snprintf(why, sizeof why, "rank %u runs on %.63s, rank 0 on %.63s", r, all[r].isa, all[0].isa);
   }
@@ -239,7 +250,8 @@ hm_status hm_heap_create(hm_agent *a, const hm_heap_config *cfg, const hm_bootst
       release_heap(h);
       return hm_fail(HM_ERR_PEER, "heap set-up (rank %u of %u): %s", cfg->rank, cfg->tp, why);
     }
-  hm_log(HM_LOG_INFO, "heap: rank %u of %u, arena %zu bytes, halves of %zu", h->rank, h->tp, h->arena_bytes, half);
+  hm_log(HM_LOG_INFO, "heap: rank %u of %u, arena %zu bytes, halves of %zu, %s protocol", h->rank, h->tp,
+         h->arena_bytes, half, hm_ar_protocol_name(protocol));
   hm_runtime_retain(h->rt); /* its arena and mappings are the runtime's */
   *out = h;
   return HM_OK;
@@ -278,6 +290,16 @@ unsigned hm_heap_rank(const hm_heap *h) { return h ? h->rank : 0; }
 unsigned hm_heap_tp(const hm_heap *h) { return h ? h->tp : 0; }
 hm_agent *hm_heap_agent(const hm_heap *h) { return h ? h->a : NULL; }
 size_t hm_heap_half_bytes(const hm_heap *h) { return h ? h->half_bytes : 0; }
+hm_ar_protocol hm_heap_protocol(const hm_heap *h) { return h ? h->protocol : HM_AR_PROTOCOL_DEFAULT; }
+
+const char *hm_ar_protocol_name(hm_ar_protocol p) {
+  switch (p) {
+  case HM_AR_PROTOCOL_DEFAULT: return "default";
+  case HM_AR_PROTOCOL_PAIR: return "pair";
+  case HM_AR_PROTOCOL_WORD: return "word";
+  }
+  return "unknown";
+}
 
 hm_status hm_heap_reserve(hm_heap *h, size_t bytes, size_t *offset) {
   if (!h || !offset || bytes == 0) return hm_fail(HM_ERR_INVALID_ARG, "hm_heap_reserve: NULL argument or zero bytes");
@@ -304,7 +326,8 @@ hm_status hm_heap_link(const hm_heap *h, uint32_t *status, uint64_t timeout_ns, 
                           .half_bytes = h->half_bytes,
                           .deadline_ticks = timeout_ns / (1000000000ull / 100000000ull), /* 100 MHz */
                           .rank = h->rank,
-                          .tp = h->tp};
+                          .tp = h->tp,
+                          .proto = h->protocol == HM_AR_PROTOCOL_WORD ? AR_PROTO_WORD : AR_PROTO_PAIR};
   return HM_OK;
 }
 

@@ -60,10 +60,21 @@ void hm_bootstrap_release(hm_bootstrap *b);
  * rank's abort word, the table of every rank's arena as this rank maps it) and two equal halves,
  * selected by the epoch's parity (device/kernels/ar_args.h has the layout). */
 typedef struct hm_heap hm_heap;
+/* How a push says it has arrived (device/ar.h): PAIR sends each bf16 pair with the step's tag in one
+ * 8-byte store; WORD sends the pair alone in a 4-byte store into a slot the reader emptied, half the
+ * bytes on the links (docs/allreduce.md has both protocols' modelled times). The default is WORD. */
+typedef enum hm_ar_protocol {
+  HM_AR_PROTOCOL_DEFAULT = 0,
+  HM_AR_PROTOCOL_PAIR = 1,
+  HM_AR_PROTOCOL_WORD = 2,
+} hm_ar_protocol;
+const char *hm_ar_protocol_name(hm_ar_protocol p);
+
 typedef struct hm_heap_config {
-  unsigned rank, tp;   /* this rank, and the group's size (1 .. HM_MAX_TP) */
-  size_t half_bytes;   /* bytes of a half; 0: room for one all-reduce of 48 x 5120 bf16 at tp */
-  uint64_t timeout_ns; /* the whole set-up's bound (0: 30 s) */
+  unsigned rank, tp;       /* this rank, and the group's size (1 .. HM_MAX_TP) */
+  size_t half_bytes;       /* bytes of a half; 0: room for one all-reduce of 48 x 5120 bf16 at tp */
+  uint64_t timeout_ns;     /* the whole set-up's bound (0: 30 s) */
+  hm_ar_protocol protocol; /* the all-reduces' protocol on this heap; every rank must ask the same */
 } hm_heap_config;
 
 /* Collective: every rank calls it with the same tp and half_bytes. Fails on every rank (with the
@@ -83,11 +94,13 @@ unsigned hm_heap_rank(const hm_heap *h);
 unsigned hm_heap_tp(const hm_heap *h);
 hm_agent *hm_heap_agent(const hm_heap *h);
 size_t hm_heap_half_bytes(const hm_heap *h);
+/* The heap's protocol (never HM_AR_PROTOCOL_DEFAULT once created). */
+hm_ar_protocol hm_heap_protocol(const hm_heap *h);
 /* Bytes of the inboxes an all-reduce of rows x width bf16 needs in each half. */
 size_t hm_allreduce_region_bytes(unsigned tp, uint32_t rows, uint32_t width);
 
-/* A region of `bytes` in each half, never handed out before (so its memory is zero: a region
- * is never reused, since its tags would start over), at *offset (8-byte aligned). Every rank must
+/* A region of `bytes` in each half, never handed out before (so every slot of it is empty: a region
+ * is never reused, since its tags would start over and its slots need not be empty), at *offset (8-byte aligned). Every rank must
  * reserve the same sizes in the same order: offsets are not exchanged. */
 hm_status hm_heap_reserve(hm_heap *h, size_t bytes, size_t *offset);
 

@@ -32,6 +32,10 @@ DEV_KERNEL(ar_allreduce, struct ar_allreduce_args, AR_CTA) {
     /* the group failed in an earlier step: nothing is pushed, the host reads why */
     if (dev_lid() == 0) ar_note(&v, a);
   } else {
+    /* stage stamps: nothing on a GPU without a timeline buffer (tl 0); on the software agent they
+     * split the trace into the push and the reduce, the stages the timing model replays (a reduce
+     * waits on the peers' pushes, not on their whole launch) */
+    dev_tl_stamp(0u, 0u, DEV_TL_EVERY, 0u);
     __global const u32 *in = (__global const u32 *)args.in;
     __global u32 *out = (__global u32 *)args.out;
     u32 grid = dev_ncta() * dev_cta_size();
@@ -41,6 +45,7 @@ DEV_KERNEL(ar_allreduce, struct ar_allreduce_args, AR_CTA) {
     /* not needed for correctness (ar.h): the pushes are on their way; this lets the peers'
      * pushes arrive meanwhile, and on the software agent it lands the whole burst at once */
     dev_wait_stores();
+    dev_tl_stamp(0u, 1u, DEV_TL_EVERY, 0u);
     /* the same pairs back, `batch` of them a poll round; a work-item writes its outputs only
      * after its own pushes were issued, and reads no one else's input, so out may alias in */
     for (u32 f = g; f < n; f += grid * batch) {
@@ -52,6 +57,7 @@ DEV_KERNEL(ar_allreduce, struct ar_allreduce_args, AR_CTA) {
       for (u32 i = 0; i < AR_MAX_BATCH; i++)
         if (i < m) dev_st_u32(&out[f + i * grid], sum[i], DEV_CP_PLAIN);
     }
+    dev_tl_stamp(0u, 2u, DEV_TL_EVERY, 0u);
   }
   dev_epoch_end(ep, e);
 }

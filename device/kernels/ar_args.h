@@ -24,12 +24,23 @@
  * A region is a byte range at the same offset in both halves of every arena (hm_heap_reserve). An
  * all-reduce of S rows of P bf16 pairs uses tp * S * P slots of 8 bytes: the pair from source rank
  * `src` for flat pair index f = t * P + p lives at slot (src * S + t) * P + p = src * S * P + f
- * (spec/mono.md §3.7), as (value, tag): the bf16 pair in the low word, the tag in the high word. */
+ * (spec/mono.md §3.7). What a slot holds depends on the heap's protocol (device/ar.h):
+ *   AR_PROTO_PAIR  (value, tag): the bf16 pair in the low word, the tag in the high word (8 bytes);
+ *   AR_PROTO_WORD  the bf16 pair alone in the slot's first 4 bytes, AR_EMPTY while none is there
+ *                  (the reducer writes AR_EMPTY back once it has read it); the last 4 bytes unused.
+ * The slot stays 8 bytes in both, so regions are the same size and sit at the same offsets: only the
+ * bytes on the links and the inbox reads halve. The halves start filled with AR_EMPTY (no tag is
+ * AR_EMPTY: tags are even) and the control page with zeros (hm_heap_create). */
 #define AR_MAX_TP 8u
 #define AR_CTRL_BYTES 4096u
 #define AR_ABORT_OFF 0u
 #define AR_PEERS_OFF 128u
 #define AR_SLOT_BYTES 8u
+#define AR_WORD_BYTES 4u         /* AR_PROTO_WORD: a slot's payload */
+#define AR_EMPTY 0xffffffffu     /* AR_PROTO_WORD: no pair yet (two negative NaNs with every payload bit set) */
+#define AR_EMPTY_SUB 0xffbfffffu /* what a push sends for a pair that is AR_EMPTY (ar_push) */
+#define AR_PROTO_PAIR 0u
+#define AR_PROTO_WORD 1u
 #define AR_HEADERS_OFF 256u
 #define AR_HEADER_RING 8u /* a replay of up to 8 steps keeps every header */
 #define AR_REASON_OFF 1024u
@@ -76,7 +87,8 @@ struct hm_ar_link {
   u64 half_bytes;     /* bytes of one parity half */
   u64 deadline_ticks; /* bound of a launch's waits on peers, in DEV_REALTIME_HZ ticks */
   u32 rank, tp;
-  u32 pad[2];
+  u32 proto; /* AR_PROTO_PAIR or AR_PROTO_WORD: the heap's, the same on every rank */
+  u32 pad;
 };
 DEV_ARGS_CHECK(hm_ar_link, 48);
 

@@ -1,5 +1,6 @@
 /* device/kernels/ffn.cl: the FFN launch on gfx950 (spec/mono.md §2.3, §2.4, §3): one persistent
  * kernel from wo_b's unreduced output to the layer's outputs, its stages in program order. */
+#define AR_POLL_TP 4u /* TP 2 or 4 only (layer/run/ffn_bind.c): device/ar.h */
 #include "../dev.h"
 #include "../ffn/launch.h"
 

@@ -1,5 +1,6 @@
 /* device/kernels/k2.cl: K2 on gfx950 and gfx942 (spec/mono.md §2.2-§2.6, §3): one persistent kernel from K1's q,
  * key table and seam outputs through the attention back and the FFN launch's stages to the layer's. */
+#define AR_POLL_TP 4u /* TP 2 or 4 only (layer/run/ffn_bind.c): device/ar.h */
 #include "../attn/k2.h"
 #include "../dev.h"
 #include "../ffn/launch.h"

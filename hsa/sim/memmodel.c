@@ -55,7 +55,7 @@ static void forget_pending(struct sim_memview *m) {
     b->npend = b->live = b->live_complete = b->visible_seq = 0;
   }
   m->live = m->live_complete = m->live_late = m->seq = 0;
-  m->late_since_ns = 0;
+  m->late_since_ns = m->late_first_ns = 0;
   m->hash_used = 0;
   m->gen++; /* every hash slot of an older generation reads as empty */
 }
@@ -215,7 +215,7 @@ static void pend_add(struct sim_memview *m, uint32_t wave, uintptr_t w, uint32_t
   b->live++;
   m->live++;
   if (cls == PEND_COMPLETE) b->live_complete++, m->live_complete++;
-  if (late) m->live_late++;
+  if (late && !m->live_late++) m->late_first_ns = sim_now_ns();
 }
 
 /* Land `wave`'s pending entries in program order: complete-class ones, and release-class ones
@@ -251,9 +251,15 @@ void sim_mem_barrier(struct sim_cta *c) {
  * order on a GPU (different L2 channels), so a hand-off that forgets its drain sees its data
  * arrive after the flag, and a reader that polls one tagged pair and then reads another the same
  * lane stored after it, unpolled, sees the second arrive late. */
+#define LATE_MAX_NS 100000000ull
+static void land_late(struct sim_memview *m);
 void sim_mem_drain_one(struct sim_cta *c) {
   struct sim_memview *m = &c->mem;
   if (!m->live_complete) return;
+  /* a store completes on a GPU within microseconds whatever its wave does next: a late one that
+   * neither a wait of its wave nor an idle round has landed lands here after LATE_MAX_NS (a wave
+   * that spins in barrier rounds, never polling, held a peer's push until its own kernel ended) */
+  if (m->live_late && sim_now_ns() - m->late_first_ns >= LATE_MAX_NS) land_late(m);
   uint64_t r = sim_rng(&c->rng);
   if ((r & (sim.cfg.chaos ? 63 : 15)) != 0) return;
   const bool oldest = (r >> 32) & 1;
@@ -277,7 +283,6 @@ void sim_mem_drain_one(struct sim_cta *c) {
  * with no progress: whoever could still read them early has had its chance), at most LATE_MAX_NS.
  * A state, not a quiet time: a consumer whose thread the host does not run for a while has not
  * read yet. */
-#define LATE_MAX_NS 100000000ull
 void sim_mem_drain_idle(struct sim_cta *c) {
   struct sim_memview *m = &c->mem;
   bool late_too = true;
@@ -299,6 +304,15 @@ void sim_mem_drain_idle(struct sim_cta *c) {
     }
   }
   if (!m->live_late) m->late_since_ns = 0;
+}
+
+/* Every late entry lands (sim_mem_drain_one's bound). */
+static void land_late(struct sim_memview *m) {
+  for (uint32_t w = 0; w < SIM_MAX_WAVES && m->live_late; w++) {
+    struct sim_wavebuf *b = &m->wave[w];
+    for (uint32_t i = 0; i < b->npend && m->live_late; i++)
+      if (b->pend[i].live && b->pend[i].late) land(m, w, &b->pend[i]);
+  }
 }
 
 void sim_mem_flush_all(struct sim_cta *c) {

@@ -262,6 +262,7 @@ struct sim_memview {
   uint32_t live, live_complete; /* over all waves */
   uint32_t live_late;         /* late entries (sim_pending.late) over all waves */
   uint64_t late_since_ns;     /* since when the CTA has been idle with late entries (0: not) */
+  uint64_t late_first_ns;     /* when the first of the live late entries was stored (0: none live) */
   uint32_t seq;               /* stores made so far (since the last quiet point) */
   uint32_t drain_wave;        /* where the next drain_one starts looking */
   struct sim_hslot *hash;     /* word address -> its newest pending entry */

@@ -91,6 +91,7 @@ struct t_rank {
   unsigned nrows, steps;
   uint64_t timeout_ns;   /* the all-reduce's bound on waiting (0: default) */
   bool keep_outputs;     /* leave out[] for the caller (freed with the runtime) */
+  hm_ar_protocol protocol; /* the heap's (0: the default) */
   /* other inputs and their expected sums than t_input / t_expect (NULL: those) */
   uint16_t (*input)(unsigned rank, unsigned step, uint32_t i);
   uint16_t (*expect)(unsigned tp, unsigned step, uint32_t i);
@@ -119,7 +120,8 @@ static inline void *t_rank_main(void *p) {
   hm_ar *ar = NULL;
   hm_status s;
   hm_heap_config hc = {.rank = r->rank, .tp = r->tp,
-                       .half_bytes = hm_allreduce_region_bytes(r->tp, r->max_rows, r->width), .timeout_ns = 60000000000ull};
+                       .half_bytes = hm_allreduce_region_bytes(r->tp, r->max_rows, r->width), .timeout_ns = 60000000000ull,
+                       .protocol = r->protocol};
   /* a rank without its agent still joins the set-up (as failed), so its peers fail at once */
   if ((s = hm_heap_create(a, &hc, &r->boot, &h))) {
     t_rank_fail(r, s, "rank %u: heap", r->rank);

@@ -25,12 +25,12 @@ static void expect_all_ok(struct t_rank *runs, unsigned tp, unsigned failed) {
 /* Every size from 1 x 5120 to 48 x 5120 at each TP, the rows changing from step to step (the
  * inboxes are laid out by each step's rows, nothing cleared in between); every rank's every output
  * equals the CPU's rank-order sum bit for bit (so the ranks agree with each other too). */
-static void sizes_at(unsigned tp, const uint32_t *rows, unsigned nrows) {
+static void sizes_at(unsigned tp, const uint32_t *rows, unsigned nrows, hm_ar_protocol protocol) {
   hm_runtime *rt = open_rt();
   /* a generous bound: 8 ranks' 48-row steps share two cores here (a bound that passes is no claim
    * about speed; the deadline tests below use short ones) */
   struct t_rank proto = {.width = 5120, .max_rows = 48, .rows = rows, .nrows = nrows, .steps = nrows,
-                         .keep_outputs = true, .timeout_ns = 200000000000ull};
+                         .keep_outputs = true, .timeout_ns = 200000000000ull, .protocol = protocol};
   struct t_rank runs[HM_MAX_TP];
   expect_all_ok(runs, tp, t_run_threads(rt, tp, &proto, runs));
   /* and, explicitly, the ranks' last outputs are the same bytes */
@@ -41,20 +41,27 @@ static void sizes_at(unsigned tp, const uint32_t *rows, unsigned nrows) {
 
 START_TEST(tp2_sizes) {
   static const uint32_t rows[] = {1, 48, 2, 17, 48, 1, 5};
-  sizes_at(2, rows, 7);
+  sizes_at(2, rows, 7, HM_AR_PROTOCOL_DEFAULT);
 }
 END_TEST
 
 START_TEST(tp4_sizes) {
   static const uint32_t rows[] = {1, 48, 3, 13};
-  sizes_at(4, rows, 4);
+  sizes_at(4, rows, 4, HM_AR_PROTOCOL_DEFAULT);
+}
+END_TEST
+
+/* The pair protocol (device/ar.h), which the heap keeps beside the default word protocol. */
+START_TEST(tp4_sizes_pair) {
+  static const uint32_t rows[] = {1, 48, 3};
+  sizes_at(4, rows, 3, HM_AR_PROTOCOL_PAIR);
 }
 END_TEST
 
 START_TEST(tp8_sizes) {
   static const uint32_t rows[] = {1, 48, 6};
   uint64_t t0 = t_now_ns();
-  sizes_at(8, rows, 3);
+  sizes_at(8, rows, 3, HM_AR_PROTOCOL_DEFAULT);
   fprintf(stderr, "tp8 sizes: %.1f s\n", (t_now_ns() - t0) / 1e9);
 }
 END_TEST
@@ -295,6 +302,37 @@ static void rank_order_at(unsigned tp, const order_case *cs, unsigned n, uint16_
 START_TEST(rank_order_tp2) { rank_order_at(2, order2, sizeof order2 / sizeof *order2, order_in2, order_want2); }
 END_TEST
 START_TEST(rank_order_tp4) { rank_order_at(4, order4, sizeof order4 / sizeof *order4, order_in4, order_want4); }
+END_TEST
+
+/* A bf16 pair whose bits are the word protocol's AR_EMPTY (two negative NaNs, every payload bit set),
+ * from one rank, from another, from all: the push sends it as AR_EMPTY_SUB (ar.h), so the reduce
+ * does not wait for it forever, and the sum is still the definition's to the bit (the add and the
+ * rounding quiet the NaN the substitute differs in). Both protocols, TP 2 and 4, two steps. */
+static uint16_t empty_in(unsigned rank, unsigned step, uint32_t i) {
+  uint32_t f = i / 2u, c = (f + step) % 5u;
+  if (c == 2u || (c == 1u && rank == 1u) || (c == 3u && rank == 0u)) return 0xffffu;
+  return fmt_bf16_from_f32((f32)((int)((i * 7u + rank * 3u) % 13u) - 6));
+}
+static uint16_t empty_want(unsigned tp, unsigned step, uint32_t i) {
+  f32 acc = fmt_bf16_to_f32(empty_in(0, step, i));
+  for (unsigned r = 1; r < tp; r++) acc = acc + fmt_bf16_to_f32(empty_in(r, step, i));
+  return fmt_bf16_from_f32(acc);
+}
+START_TEST(empty_word_pairs) {
+  static const uint32_t rows[] = {2};
+  hm_runtime *rt = open_rt();
+  for (hm_ar_protocol p = HM_AR_PROTOCOL_PAIR; p <= HM_AR_PROTOCOL_WORD; p++)
+    for (unsigned tp = 2; tp <= 4; tp += 2) {
+      struct t_rank proto = {.width = 64, .max_rows = 2, .rows = rows, .nrows = 1, .steps = 2, .timeout_ns = 20000000000ull,
+                             .input = empty_in, .expect = empty_want, .protocol = p};
+      struct t_rank runs[HM_MAX_TP];
+      expect_all_ok(runs, tp, t_run_threads(rt, tp, &proto, runs));
+    }
+  /* the inputs do hold whole AR_EMPTY pairs, and their sums are NaN */
+  ck_assert_uint_eq((uint32_t)empty_in(1, 0, 2) | (uint32_t)empty_in(1, 0, 3) << 16, AR_EMPTY);
+  ck_assert_uint_eq(empty_want(4, 0, 4) & 0x7fc0u, 0x7fc0u);
+  hm_runtime_close(rt);
+}
 END_TEST
 
 /* Rank 1 stops after 3 steps (a stalled peer): rank 0's fourth step ends with an error naming rank
@@ -596,10 +634,10 @@ Suite *hm_test_suite(void) {
     const char *name;
     const TTest *tests[4];
   } cases[] = {
-      {"sizes", {tp2_sizes, tp4_sizes, tp8_sizes}},
+      {"sizes", {tp2_sizes, tp4_sizes, tp8_sizes, tp4_sizes_pair}},
       {"steps", {ten_thousand_steps, chain_replays}},
       {"lagging_rank", {lagging_rank_steps}},
-      {"order", {rank_order_tp2, rank_order_tp4}},
+      {"order", {rank_order_tp2, rank_order_tp4, empty_word_pairs}},
       {"failures", {stalled_peer, abort_propagates, arguments, kernel_refuses_bad_arguments}},
       {"processes", {processes_tp2, processes_tp4, processes_tp8, killed_rank}},
   };

@@ -26,6 +26,7 @@ struct t_setup {
   bool keep;        /* leave the heap for the caller */
   bool no_agent;    /* call hm_heap_create without an agent */
   unsigned claim_tp; /* the TP it gives the set-up (0: tp) */
+  hm_ar_protocol protocol; /* the all-reduce protocol it asks for (0: the default) */
   hm_status st;
   char err[512];
   uint64_t took_ns;
@@ -35,7 +36,7 @@ struct t_setup {
 static void *setup_main(void *p) {
   struct t_setup *t = p;
   hm_heap_config c = {.rank = t->rank, .tp = t->claim_tp ? t->claim_tp : t->tp, .half_bytes = t->half,
-                      .timeout_ns = t->timeout_ns};
+                      .timeout_ns = t->timeout_ns, .protocol = t->protocol};
   uint64_t t0 = t_now_ns();
   t->st = hm_heap_create(t->no_agent ? NULL : hm_agent_get(t->rt, t->rank), &c, &t->boot, &t->h);
   t->took_ns = t_now_ns() - t0;
@@ -346,6 +347,40 @@ START_TEST(threads_tp_mismatch_fails_fast) {
 }
 END_TEST
 
+/* Ranks that ask for different all-reduce protocols (device/ar.h) fail the set-up at once, every rank
+ * naming both; the default is the word protocol, so default and word agree; a protocol out of range is
+ * refused by the rank that gave it, and its peers learn why. */
+START_TEST(threads_protocol_mismatch_fails) {
+  hm_runtime *rt = open_rt();
+  struct t_setup t[2];
+  for (unsigned r = 0; r < 2; r++) t[r] = (struct t_setup){.rt = rt, .rank = r, .tp = 2, .timeout_ns = 30000000000ull};
+  t[1].protocol = HM_AR_PROTOCOL_PAIR;
+  run_setups(2, t, 0);
+  for (unsigned r = 0; r < 2; r++) {
+    ck_assert_int_eq(t[r].st, HM_ERR_PEER);
+    ck_assert_msg(strstr(t[r].err, "rank 1 asks for the pair protocol, rank 0 for the word one"), "rank %u: %s", r,
+                  t[r].err);
+  }
+  for (unsigned r = 0; r < 2; r++)
+    t[r] = (struct t_setup){.rt = rt, .rank = r, .tp = 2, .timeout_ns = 30000000000ull, .keep = true};
+  t[1].protocol = HM_AR_PROTOCOL_WORD;
+  run_setups(2, t, 0);
+  for (unsigned r = 0; r < 2; r++) {
+    ck_assert_msg(t[r].st == HM_OK, "rank %u: %s", r, t[r].err);
+    ck_assert_int_eq(hm_heap_protocol(t[r].h), HM_AR_PROTOCOL_WORD);
+    ck_assert_int_eq(hm_heap_destroy(t[r].h), HM_OK);
+  }
+  for (unsigned r = 0; r < 2; r++) t[r] = (struct t_setup){.rt = rt, .rank = r, .tp = 2, .timeout_ns = 30000000000ull};
+  t[0].protocol = (hm_ar_protocol)7;
+  run_setups(2, t, 0);
+  ck_assert_int_eq(t[0].st, HM_ERR_INVALID_ARG);
+  ck_assert_msg(strstr(t[0].err, "protocol 7"), "%s", t[0].err);
+  ck_assert_int_eq(t[1].st, HM_ERR_PEER);
+  ck_assert_msg(strstr(t[1].err, "protocol 7"), "%s", t[1].err);
+  hm_runtime_close(rt);
+}
+END_TEST
+
 /* A rank without its agent (say, a TP8 group on a 4-GPU machine) joins the set-up as failed: the
  * others fail at once naming it, not at their bound with "rank N never arrived". */
 START_TEST(threads_rank_without_agent_fails_fast) {
@@ -580,6 +615,7 @@ Suite *hm_test_suite(void) {
   tcase_add_test(tc, host_abort);
   tcase_add_test(tc, fail_names_rank_and_reason);
   tcase_add_test(tc, threads_tp_mismatch_fails_fast);
+  tcase_add_test(tc, threads_protocol_mismatch_fails);
   tcase_add_test(tc, threads_rank_without_agent_fails_fast);
   tcase_add_test(tc, unix_tp4_processes);
   tcase_add_test(tc, unix_rank_never_arrives);

@@ -1,5 +1,5 @@
 /* tests/sim/test_weak_ar.c: the proof that the software agent catches the all-reduce's push / reduce
- * (device/ar.h) missing a step: whole, rank 0 sums rank 1's pushes right; broken, it does not. */
+ * (device/ar.h) missing a step, in either protocol: whole, rank 0 sums rank 1's pushes right; broken, it does not. */
 #include <check.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -27,6 +27,9 @@
 #define DEADLINE_NS 2000000000ull       /* rank 0's wait: a whole hand-off takes milliseconds */
 #define LINGER_TICKS 400000000ull       /* rank 1 stays running at most 4 s (100 MHz ticks) */
 
+/* The heaps' protocol for the next ar_failures (weak_broken_failures' callback takes no more). */
+static hm_ar_protocol proto = HM_AR_PROTOCOL_PAIR;
+
 struct rank {
   hm_runtime *rt;
   unsigned rank;
@@ -38,7 +41,8 @@ struct rank {
 
 static void *heap_main(void *p) {
   struct rank *r = p;
-  hm_heap_config c = {.rank = r->rank, .tp = TP, .half_bytes = hm_allreduce_region_bytes(TP, 1, 2 * PAIRS)};
+  hm_heap_config c = {.rank = r->rank, .tp = TP, .half_bytes = hm_allreduce_region_bytes(TP, 1, 2 * PAIRS),
+                      .protocol = proto};
   r->st = hm_heap_create(hm_agent_get(r->rt, r->rank), &c, &r->boot, &r->h);
   if (r->st) snprintf(r->err, sizeof r->err, "%s", hm_errmsg());
   return NULL;
@@ -111,8 +115,8 @@ static uint32_t ar_failures(const char *name, const char *chaos, bool all) {
     failed += !right;
   }
   if (weak_verbose())
-    fprintf(stderr, "%s chaos %s: %u of %u hand-offs failed (status %#x)\n", name, chaos ? chaos : "off", failed,
-            all ? TRIES : failed, *status[0]);
+    fprintf(stderr, "%s, %s protocol, chaos %s: %u of %u hand-offs failed (status %#x)\n", name,
+            hm_ar_protocol_name(proto), chaos ? chaos : "off", failed, all ? TRIES : failed, *status[0]);
   for (unsigned r = 0; r < TP; r++) {
     ck_assert_int_eq(hm_heap_destroy(ranks[r].h), HM_OK);
     hm_mem_free(rt, status[r]);
@@ -124,25 +128,44 @@ static uint32_t ar_failures(const char *name, const char *chaos, bool all) {
 }
 
 START_TEST(whole_handoff_passes) {
-  for (int c = 0; c < 2; c++) ck_assert_uint_eq(ar_failures("st_ar", weak_chaos_of[c], true), 0);
+  for (proto = HM_AR_PROTOCOL_PAIR; proto <= HM_AR_PROTOCOL_WORD; proto++)
+    for (int c = 0; c < 2; c++) ck_assert_uint_eq(ar_failures("st_ar", weak_chaos_of[c], true), 0);
 }
 END_TEST
 
-/* Failed hand-offs of a broken variant (weak_broken_failures). */
-static uint32_t broken_failures(const char *name, bool all) { return weak_broken_failures(ar_failures, name, all); }
+/* Failed hand-offs of a broken variant (weak_broken_failures) on a heap of protocol p. */
+static uint32_t broken_failures(hm_ar_protocol p, const char *name, bool all) {
+  proto = p;
+  return weak_broken_failures(ar_failures, name, all);
+}
 
 /* ar_push as two 4-byte stores: rank 1's tag lands before its value, and rank 0 sums the old one. */
-START_TEST(push_split_fails) { ck_assert_uint_gt(broken_failures("st_ar_split", weak_verbose()), 0); }
+START_TEST(push_split_fails) {
+  ck_assert_uint_gt(broken_failures(HM_AR_PROTOCOL_PAIR, "st_ar_split", weak_verbose()), 0);
+}
 END_TEST
 
 /* ar_push at device scope: a store to a peer's memory is not published without a system-scope
- * release, which the protocol never makes; rank 0 waits until its deadline. */
-START_TEST(push_device_scope_fails) { ck_assert_uint_gt(broken_failures("st_ar_devscope", false), 0); }
+ * release, which the protocol never makes; rank 0 waits until its deadline. Either protocol. */
+START_TEST(push_device_scope_fails) {
+  for (hm_ar_protocol p = HM_AR_PROTOCOL_PAIR; p <= HM_AR_PROTOCOL_WORD; p++)
+    ck_assert_uint_gt(broken_failures(p, "st_ar_devscope", false), 0);
+}
 END_TEST
 
 /* ar_reduce polling through the L1: rank 0's cache keeps the old pairs it read, and nothing in the
- * poll invalidates them; it waits until its deadline. */
-START_TEST(poll_plain_fails) { ck_assert_uint_gt(broken_failures("st_ar_plainpoll", false), 0); }
+ * poll invalidates them; it waits until its deadline (pair), or takes the old pair (word). */
+START_TEST(poll_plain_fails) {
+  for (hm_ar_protocol p = HM_AR_PROTOCOL_PAIR; p <= HM_AR_PROTOCOL_WORD; p++)
+    ck_assert_uint_gt(broken_failures(p, "st_ar_plainpoll", weak_verbose()), 0);
+}
+END_TEST
+
+/* The word protocol without its reducer emptying the slots it read: the next hand-off in the same
+ * half finds the last one's pairs there and sums them before rank 1's new ones land. */
+START_TEST(word_without_clear_fails) {
+  ck_assert_uint_gt(broken_failures(HM_AR_PROTOCOL_WORD, "st_ar_noclear", true), 0);
+}
 END_TEST
 
 Suite *hm_test_suite(void) {
@@ -153,6 +176,7 @@ Suite *hm_test_suite(void) {
   tcase_add_test(tc, push_split_fails);
   tcase_add_test(tc, push_device_scope_fails);
   tcase_add_test(tc, poll_plain_fails);
+  tcase_add_test(tc, word_without_clear_fails);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -11,13 +11,21 @@ const char *const bench_tm_parts[] = {"mi355x", "mi300x", NULL};
 
 int bench_tm_step(hm_runtime *rt, const hm_part *p, hm_status (*step)(void *arg), void *arg, uint32_t rows,
                   bench_tm_row *row) {
+  hm_status s = hm_runtime_trace_begin(rt);
+  if (s) {
+    memset(row, 0, sizeof *row);
+    fprintf(stderr, "--model: %s\n", hm_errmsg());
+    return 1;
+  }
+  return bench_tm_end(rt, p, step(arg), rows, row);
+}
+
+int bench_tm_end(hm_runtime *rt, const hm_part *p, hm_status ran, uint32_t rows, bench_tm_row *row) {
   memset(row, 0, sizeof *row);
   row->rows = rows;
   hm_trace t;
-  hm_status s = hm_runtime_trace_begin(rt);
-  hm_status s2 = s ? s : step(arg);
-  if (!s) s = hm_runtime_trace_end(rt, &t);
-  if (s || s2) {
+  hm_status s = hm_runtime_trace_end(rt, &t);
+  if (s || ran) {
     fprintf(stderr, "--model: %s\n", hm_errmsg());
     if (!s) hm_trace_free(&t);
     return 1;
@@ -73,6 +81,10 @@ void bench_tm_print(const hm_part *p, const char *launch, bench_tm_row *rows, un
     printf("%6u %12.2f %10.2f %7.2f  %s (model)\n", rows[i].rows, r->total_s * 1e6, r->floor_s * 1e6,
            r->floor_s > 0 ? r->total_s / r->floor_s : 0.0, p->name);
   }
+  bench_tm_print_paths(p, launch, rows, n);
+}
+
+void bench_tm_print_paths(const hm_part *p, const char *launch, bench_tm_row *rows, unsigned n) {
   for (unsigned i = 0; i < n; i++) {
     const bench_tm_row *w = &rows[i];
     printf("# critical path of %s, %u rows on %s (model): %u pieces, %.2f us\n", launch, w->rows, p->name,

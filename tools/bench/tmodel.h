@@ -43,8 +43,13 @@ void bench_tm_name(bench_tm_row *row, const char *kernel, const char *const *nam
  * 1 with the reason in hm_errmsg()'s place on stderr. */
 int bench_tm_step(hm_runtime *rt, const hm_part *p, hm_status (*step)(void *arg), void *arg, uint32_t rows,
                   bench_tm_row *row);
+/* The second half of bench_tm_step for a step that other threads run too (the all-reduce's ranks): a
+ * trace begun with hm_runtime_trace_begin, `ran` the step's status; ends it and replays it into row. */
+int bench_tm_end(hm_runtime *rt, const hm_part *p, hm_status ran, uint32_t rows, bench_tm_row *row);
 /* The table (rows, modelled_us, floor_us, ratio), then each width's critical path; frees the rows. */
 void bench_tm_print(const hm_part *p, const char *launch, bench_tm_row *rows, unsigned n);
+/* Only the critical paths (a launch with no weights has no floor to set a table against); frees the rows. */
+void bench_tm_print_paths(const hm_part *p, const char *launch, bench_tm_row *rows, unsigned n);
 void bench_tm_row_free(bench_tm_row *row);
 
 #endif /* HM_BENCH_TMODEL_H */
