@@ -631,9 +631,10 @@ static const struct pattern patterns[] = {
     /* dev_epoch_end: marks polled (relaxed agent), barrier, counters zeroed, release of e + 1 */
     {"ms_epoch_end", "global_load_dword{sc1}; s_barrier; global_store_dword{sc1}; global_store_dword{sc1}; " REL_A
                      "; global_store_dword{sc1}"},
-    /* ar_push: every push one system-scope 8-byte store; ar_reduce: system-scope polls of the
-     * slots and the abort word; ar_fail: system compare-and-swaps (sc1; sc0: old value returned) */
-    {"ms_ar_push", "@global_store_dwordx2{sc0 sc1}"},
+    /* ar_push: every push one system-scope store, 8 bytes under the pair protocol, 4 under the word
+     * protocol (device/ar.h); ar_reduce: system-scope polls of the slots and the abort word; ar_fail:
+     * system compare-and-swaps (sc1; sc0: old value returned) */
+    {"ms_ar_push", "@global_store_dwordx2{sc0 sc1}; @global_store_dword{sc0 sc1}"},
     {"ms_ar_reduce", "global_load_dwordx2{sc0 sc1}; global_load_dword{sc0 sc1}; global_atomic_cmpswap{sc0 sc1}; "
                      "global_atomic_cmpswap{sc1}"},
     /* dev_persist_arrive: relaxed system RMWs and polls, the verdict through LDS and a barrier */
