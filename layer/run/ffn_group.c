@@ -96,7 +96,8 @@ static void *create_rank(void *arg) {
   if ((s = hm_bootstrap_threads(g->boot, &b))) return keep(k, s);
   /* the launch's two all-reduce regions, at 48 rows, plus alignment slack */
   size_t region = hm_allreduce_region_bytes(g->tp, FFN_MAX_ROWS, g->D);
-  hm_heap_config hc = {.rank = k->r, .tp = g->tp, .half_bytes = 2 * region + 4096};
+  hm_heap_config hc = {.rank = k->r, .tp = g->tp, .half_bytes = 2 * region + 4096,
+                       .protocol = g->cfg ? g->cfg->ar_protocol : HM_AR_PROTOCOL_DEFAULT};
   s = hm_heap_create(k->agent, &hc, &b, &k->heap);
   hm_bootstrap_release(&b);
   if (s) return keep(k, s);

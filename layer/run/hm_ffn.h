@@ -37,6 +37,9 @@ typedef struct hm_ffn_config {
    * wait for the whole step; 0: the peer bound plus 10 s). hm_ffn_create refuses a set out of
    * this order (HM_ERR_INVALID_ARG naming the two). */
   uint64_t peer_timeout_ns, step_timeout_ns, arrival_timeout_ns;
+  /* The all-reduce protocol of the heap an hm_ffn_group creates (device/ar.h; 0: the default, word).
+   * hm_ffn_create runs on the caller's heap, whose protocol its hm_heap_config chose. */
+  hm_ar_protocol ar_protocol;
 } hm_ffn_config;
 
 /* Binds this rank's weights of one layer (w: hm_weights_build for rank hm_heap_rank(heap) of

@@ -163,7 +163,7 @@ static const struct bad bad[] = {
     {'b', "allreduce --width 0", "--width"}, {'b', "allreduce --steps 0", "--steps"},
     {'b', "allreduce --warmup -1", "--warmup"}, {'b', "allreduce --ctas 0", "--ctas"},
     {'b', "allreduce --frob", "--frob"}, {'b', "allreduce --protocol tag", "--protocol"},
-    {'b', "allreduce --model mi250", "--model"}, {'b', "sim --ctas 0", "--ctas"}, {'b', "sim --reps x", "--reps"},
+    {'b', "allreduce --model mi250", "--model"}, {'b', "ffn --protocol both", "--protocol"}, {'b', "sim --ctas 0", "--ctas"}, {'b', "sim --reps x", "--reps"},
     {'b', "sim extra", "'extra'"}, {'b', "host --packets 0", "--packets"}, {'b', "host --packets 100001", "--packets"},
     {'b', "host --replays 1x", "--replays"}, {'b', "", "command"}, {'b', "frob", "'frob'"},
     /* hsa-mono-info */

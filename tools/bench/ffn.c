@@ -29,6 +29,7 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: hsa-mono-bench ffn [--tp N] [--rows R[,R...]] [--config v41-flash|tiny] [--layer L]\n"
           "                          [--experts E --topk K] [--steps N] [--seed S] [--ctas G] [--arch A]\n"
+          "                          [--protocol word|pair]\n"
           "                          " BENCH_TL_USAGE " " BENCH_TM_USAGE "\n"
           "\n"
           "Runs the FFN launch of layer L (default 3) for a TP group (default 4) in this process, each rank\n"
@@ -42,11 +43,14 @@ static void usage(FILE *f) {
           "CTA a CU).\n"
           "--arch gfx942 (MI300X/MI325X): the gfx942 weight copies on gfx942 agents (the software agent made one\n"
           "unless HSAMONO_SIM_ARCH says otherwise), TP 4 and at most 42 rows, the floor at MI300X's 5.3 TB/s\n"
-          "peak (4.2 TB/s measured). Default gfx950.\n" BENCH_TL_HELP BENCH_TM_HELP);
+          "peak (4.2 TB/s measured). Default gfx950.\n"
+          "--protocol: the group's heap's all-reduce protocol (device/ar.h; default word, the library's).\n"
+          BENCH_TL_HELP BENCH_TM_HELP);
 }
 
 int bench_ffn(int argc, char **argv) {
-  const char *model = "v41-flash", *tlpath = NULL, *arch_word = "gfx950", *part_word = NULL;
+  const char *model = "v41-flash", *tlpath = NULL, *arch_word = "gfx950", *part_word = NULL, *proto_word = "word";
+  static const char *const proto_words[] = {"word", "pair", NULL};
   long layer = 3, tp = 4, steps = 0, experts = -1, topk = 0, ctas = 0;
   unsigned long long seed = 1;
   uint32_t rows[MAX_ROWS_LIST] = {1, 8};
@@ -57,7 +61,7 @@ int bench_ffn(int argc, char **argv) {
                                        {"steps", required_argument, 0, 'n'},   {"seed", required_argument, 0, 's'},
                                        {"ctas", required_argument, 0, 'g'},    {"timeline", required_argument, 0, 'T'},
                                        {"arch", required_argument, 0, 'a'},    {"help", no_argument, 0, 'h'},
-                                       {"model", required_argument, 0, 'M'},
+                                       {"model", required_argument, 0, 'M'},   {"protocol", required_argument, 0, 'p'},
                                        {0, 0, 0, 0}};
   cli c = {.prog = "hsa-mono-bench ffn", .usage = usage};
   int o;
@@ -76,6 +80,7 @@ int bench_ffn(int argc, char **argv) {
       case 'T': bench_tl_arg(&c, &tlpath); break;
       case 'a': cli_word(&c, launch_tool_arches, &arch_word); break;
       case 'M': cli_word(&c, bench_tm_parts, &part_word); break;
+      case 'p': cli_word(&c, proto_words, &proto_word); break;
       case 'h': usage(stdout); return 0;
     }
   }
@@ -118,9 +123,9 @@ int bench_ffn(int argc, char **argv) {
     return CLI_EXIT_MISUSE;
   }
   printf("# FFN launch: %s layer %ld, hidden %u, %u experts top-%u%s, TP%ld, %s (%s, HBM %.1f TB/s peak), %ld steps a "
-         "width\n",
+         "width, the %s all-reduce protocol\n",
          model, layer, cfg.hidden, cfg.experts, cfg.topk, reduced ? " (REDUCED expert count)" : "", tp, arch_word,
-         part.name, peak / 1e12, steps);
+         part.name, peak / 1e12, steps, proto_word);
   int rc = CLI_EXIT_NOT_RUN;
   hm_ffn_group *g = NULL;
   bench_tl *tl = NULL;
@@ -131,6 +136,7 @@ int bench_ffn(int argc, char **argv) {
   ws_open = true;
   hm_ffn_config fc = ffn_tool_launch(rt, reduced, ctas);
   fc.timeline = tl != NULL || mpart; /* --model names the trace's stages from the timeline's */
+  fc.ar_protocol = !strcmp(proto_word, "pair") ? HM_AR_PROTOCOL_PAIR : HM_AR_PROTOCOL_WORD;
   /* the group builds, uploads and trims one rank's weights at a time: the host never holds every
    * rank's at once (at TP 4 that was most of the bench's peak memory) */
   const hm_build_opts bo = {.parts = HM_WPART_FFN, .arch = arch};
