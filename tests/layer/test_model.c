@@ -98,8 +98,9 @@ START_TEST(handoff_chain) {
 }
 END_TEST
 
-/* One traced step of the FFN launch (tiny layer 3, TP 2, 7 rows, 8 CTAs a rank), after a warm-up step. */
-static hm_trace trace_ffn_step(void) {
+/* One traced step of the FFN launch (tiny layer 3, TP 2, 7 rows, 8 CTAs a rank), after a warm-up step,
+ * its all-reduces in protocol `proto`. */
+static hm_trace trace_ffn_step_as(hm_ar_protocol proto) {
   hm_runtime *rt = tl_open_sim();
   hm_layer_config cfg = tl_config("tiny", 3, 0, 0);
   hm_layer_weights w[TP];
@@ -108,7 +109,7 @@ static hm_trace trace_ffn_step(void) {
   tl_ffn_inputs_make(&cfg, ROWS, TP, 41, &in);
   hm_ffn_inputs fi = {.rows = ROWS, .res = in.res, .post = in.post, .comb = in.comb, .pre = in.pre};
   for (uint32_t r = 0; r < TP; r++) fi.parts[r] = in.parts[r];
-  hm_ffn_config fc = {.min_cus = 1, .reduced_experts = true};
+  hm_ffn_config fc = {.min_cus = 1, .reduced_experts = true, .ar_protocol = proto};
   hm_ffn_group *g;
   ck_assert_msg(hm_ffn_group_create(rt, w, TP, &fc, &g) == HM_OK, "%s", hm_errmsg());
   ck_assert_msg(hm_ffn_group_step(g, &fi, 1, NULL, NULL) == HM_OK, "%s", hm_errmsg());
@@ -124,6 +125,7 @@ static hm_trace trace_ffn_step(void) {
   hm_runtime_close(rt);
   return t;
 }
+static hm_trace trace_ffn_step(void) { return trace_ffn_step_as(HM_AR_PROTOCOL_DEFAULT); }
 
 /* What the trace must hold for the FFN launch: one launch a rank of the grid, every CTA's 12 stages
  * (prologue, push, the 10 FFN stages) and a tail where it did something after its last stamp; weights loaded, pushes to the peer over system scope,
@@ -210,6 +212,37 @@ START_TEST(trace_deterministic) {
 }
 END_TEST
 
+/* The all-reduce's two protocols in the FFN launch's trace (issue 15 item 5): the word protocol stores
+ * exactly half the pair protocol's bytes into the peer (the pushes are the launch's only stores to
+ * another agent: 4 bytes a pair instead of 8), everything else the launch loads and multiplies is the
+ * same, and the model's time is lower; the word protocol is the default. */
+START_TEST(word_protocol_halves_pushes) {
+  hm_trace t[2] = {trace_ffn_step_as(HM_AR_PROTOCOL_PAIR), trace_ffn_step_as(HM_AR_PROTOCOL_WORD)};
+  uint64_t peer[2] = {0, 0}, weights[2] = {0, 0}, mfma[2] = {0, 0};
+  double total[2];
+  for (int k = 0; k < 2; k++) {
+    expect_ffn_trace(&t[k]);
+    for (uint32_t i = 0; i < t[k].nstages; i++) {
+      peer[k] += t[k].stages[i].peer_store_bytes, weights[k] += t[k].stages[i].weight_bytes;
+      for (int m = 0; m < HM_TRACE_MFMA_KINDS; m++) mfma[k] += t[k].stages[i].mfma[m];
+    }
+    hm_model_result r;
+    char err[200];
+    ck_assert_msg(hm_model_run(&t[k], hm_part_find("mi355x"), &r, err, sizeof err) == 0, "%s", err);
+    total[k] = r.total_s;
+    hm_model_result_free(&r);
+    hm_trace_free(&t[k]);
+  }
+  /* the pair protocol sends 8 bytes a pair, the word protocol 4 */
+  ck_assert_uint_eq(peer[0], 2 * peer[1]);
+  /* word: each rank pushes both all-reduces' 7 x hidden bf16 (2 bytes each) to its one peer */
+  ck_assert_uint_eq(peer[1], (uint64_t)TP * 2 * ROWS * tl_config("tiny", 3, 0, 0).hidden * 2);
+  ck_assert_uint_eq(weights[0], weights[1]);
+  ck_assert_uint_eq(mfma[0], mfma[1]);
+  ck_assert_msg(total[1] < total[0], "word %g s, pair %g s", total[1], total[0]);
+}
+END_TEST
+
 /* Tracing off (never begun): hm_runtime_trace_end hands back nothing. */
 /* A stage that issues part of its weights (P of W bytes) before waiting on another CTA's stage: when the
  * wait passes before that part has streamed in, the stage is one stream from its start and pays the
@@ -263,6 +296,7 @@ Suite *hm_test_suite(void) {
       {"preload_latency_once", preload_latency_once},
       {"trace_off_records_nothing", trace_off_records_nothing},
       {"trace_deterministic", trace_deterministic},
+      {"word_protocol_halves_pushes", word_protocol_halves_pushes},
   };
   return TL_SUITE("model", tests, 600);
 }
