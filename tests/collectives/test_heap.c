@@ -62,6 +62,11 @@ static void setup_threads(hm_runtime *rt, unsigned tp, unsigned who, uint64_t ti
 
 /* Run the tp set-ups t[] (filled by the caller) as threads over one group: rank 0 first and, after
  * delay_us (so it waits in the all-gather), the others. */
+/* tp ranks' set-ups on rt with the bound timeout_ns, every other field zero (the test sets what differs). */
+static void setups_of(hm_runtime *rt, struct t_setup *t, unsigned tp, uint64_t timeout_ns) {
+  for (unsigned r = 0; r < tp; r++) t[r] = (struct t_setup){.rt = rt, .rank = r, .tp = tp, .timeout_ns = timeout_ns};
+}
+
 static void run_setups(unsigned tp, struct t_setup *t, unsigned delay_us) {
   hm_boot_group *g;
   ck_assert_int_eq(hm_boot_group_create(tp, &g), HM_OK);
@@ -145,7 +150,7 @@ START_TEST(threads_rank_fails_setup) {
   hm_runtime *rt = open_rt();
   for (int variant = 0; variant < 2; variant++) {
     struct t_setup t[3];
-    for (unsigned r = 0; r < 3; r++) t[r] = (struct t_setup){.rt = rt, .rank = r, .tp = 3, .timeout_ns = 60000000000ull};
+    setups_of(rt, t, 3, 60000000000ull);
     /* variant 0: more than the agent's whole pool */
     t[1].half = variant == 0 ? hm_agent_info_of(hm_agent_get(rt, 1))->pool_size[HM_POOL_UNCACHED] : 1u << 20;
     run_setups(3, t, 0);
@@ -335,7 +340,7 @@ END_TEST
 START_TEST(threads_tp_mismatch_fails_fast) {
   hm_runtime *rt = open_rt();
   struct t_setup t[2];
-  for (unsigned r = 0; r < 2; r++) t[r] = (struct t_setup){.rt = rt, .rank = r, .tp = 2, .timeout_ns = 30000000000ull};
+  setups_of(rt, t, 2, 30000000000ull);
   t[1].claim_tp = 3;
   run_setups(2, t, 200000);
   ck_assert_int_eq(t[1].st, HM_ERR_INVALID_ARG);
@@ -353,7 +358,7 @@ END_TEST
 START_TEST(threads_protocol_mismatch_fails) {
   hm_runtime *rt = open_rt();
   struct t_setup t[2];
-  for (unsigned r = 0; r < 2; r++) t[r] = (struct t_setup){.rt = rt, .rank = r, .tp = 2, .timeout_ns = 30000000000ull};
+  setups_of(rt, t, 2, 30000000000ull);
   t[1].protocol = HM_AR_PROTOCOL_PAIR;
   run_setups(2, t, 0);
   for (unsigned r = 0; r < 2; r++) {
@@ -361,8 +366,8 @@ START_TEST(threads_protocol_mismatch_fails) {
     ck_assert_msg(strstr(t[r].err, "rank 1 asks for the pair protocol, rank 0 for the word one"), "rank %u: %s", r,
                   t[r].err);
   }
-  for (unsigned r = 0; r < 2; r++)
-    t[r] = (struct t_setup){.rt = rt, .rank = r, .tp = 2, .timeout_ns = 30000000000ull, .keep = true};
+  setups_of(rt, t, 2, 30000000000ull);
+  t[0].keep = t[1].keep = true;
   t[1].protocol = HM_AR_PROTOCOL_WORD;
   run_setups(2, t, 0);
   for (unsigned r = 0; r < 2; r++) {
@@ -370,7 +375,7 @@ START_TEST(threads_protocol_mismatch_fails) {
     ck_assert_int_eq(hm_heap_protocol(t[r].h), HM_AR_PROTOCOL_WORD);
     ck_assert_int_eq(hm_heap_destroy(t[r].h), HM_OK);
   }
-  for (unsigned r = 0; r < 2; r++) t[r] = (struct t_setup){.rt = rt, .rank = r, .tp = 2, .timeout_ns = 30000000000ull};
+  setups_of(rt, t, 2, 30000000000ull);
   t[0].protocol = (hm_ar_protocol)7;
   run_setups(2, t, 0);
   ck_assert_int_eq(t[0].st, HM_ERR_INVALID_ARG);
@@ -386,7 +391,7 @@ END_TEST
 START_TEST(threads_rank_without_agent_fails_fast) {
   hm_runtime *rt = open_rt();
   struct t_setup t[3];
-  for (unsigned r = 0; r < 3; r++) t[r] = (struct t_setup){.rt = rt, .rank = r, .tp = 3, .timeout_ns = 60000000000ull};
+  setups_of(rt, t, 3, 60000000000ull);
   t[2].no_agent = true;
   run_setups(3, t, 0);
   ck_assert_int_eq(t[2].st, HM_ERR_INVALID_ARG);
