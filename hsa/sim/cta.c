@@ -435,16 +435,25 @@ static void op_load(const void *p, void *out, u32 bytes, enum dev_cache_policy c
   sim_mem_load(sim_cur->cta, p, out, bytes, cp);
   if (sim_cur->cta->d->tr_on) sim_trace_load(sim_cur, p, out, bytes, cp);
 }
+/* A traced writer is recorded before its store, so a reader on another thread that sees the value
+ * finds its writer: recorded after, a reader could see the value first, and whether its wait counted
+ * would depend on timing (the trace's one promise is that it does not). Under chaos a traced store
+ * is followed by a chaos point, which keeps that window open if the order is ever turned round. */
 static void op_store(void *p, const void *in, u32 bytes, enum dev_cache_policy cp) {
   sim_check_abort();
+  const bool traced = sim_cur->cta->d->tr_on;
+  if (traced) sim_trace_store(sim_cur, p, in, bytes, cp);
   sim_mem_store(sim_cur->cta, p, in, bytes, cp);
-  if (sim_cur->cta->d->tr_on) sim_trace_store(sim_cur, p, in, bytes, cp);
+  if (traced) sim_chaos_point();
 }
 static u64 op_atomic(void *p, enum dev_atomic_op op, u32 bytes, u64 v, u64 cmp, enum dev_order o, enum dev_scope s) {
   sim_check_abort();
   sim_chaos_point();
+  const bool traced = sim_cur->cta->d->tr_on, writer = op == DEV_ATOMIC_STORE || op == DEV_ATOMIC_XCHG;
+  if (traced && writer) sim_trace_atomic(sim_cur, p, op, bytes, v, 0, cmp, s); /* a writer: before (above) */
   u64 old = sim_mem_atomic(sim_cur->cta, p, op, bytes, v, cmp, o, s);
-  if (sim_cur->cta->d->tr_on) sim_trace_atomic(sim_cur, p, op, bytes, v, old, cmp, s);
+  if (traced && writer) sim_chaos_point();
+  if (traced && !writer) sim_trace_atomic(sim_cur, p, op, bytes, v, old, cmp, s);
   return old;
 }
 static void op_fence(enum dev_order o, enum dev_scope s) {
