@@ -278,8 +278,14 @@ void hm_chain_destroy(hm_chain *c);
  * be resident at once. */
 hm_status hm_persistent_grid(const hm_kernel *k, hm_agent *a, uint32_t ctas, uint32_t dynamic_lds, uint32_t *grid);
 
+/* The default arrival bound: 10 s on a GPU, where a resident grid arrives within microseconds;
+ * 30 s on the software agent, where a CTA's first instructions wait for an OS thread of a loaded CPU
+ * (CI once took over 10 s for 3 of a full-size K1's 8, at TP 4 on 2 cores), and still half its
+ * watchdog's 60 s, which would otherwise fire first on the CTAs that wait for the verdict. */
+uint64_t hm_arrival_default_ns(const hm_runtime *rt);
+
 /* Launch d (d->ctas 0: the whole resident grid) after the residency check, then verify that every
- * CTA arrived within arrival_timeout_ns (0: 10 s) through the kernel's handshake (device/dev.h
+ * CTA arrived within arrival_timeout_ns (0: hm_arrival_default_ns) through the kernel's handshake (device/dev.h
  * dev_persist_arrive on the struct hm_dev_persist whose address the caller put in the kernel's
  * arguments). If not, the launch is told to abort and HM_ERR_REFUSED says how many arrived and
  * how the aborted launch ended within another arrival_timeout_ns (when d has a completion signal):

@@ -55,6 +55,10 @@ hm_status hm_persistent_grid(const hm_kernel *k, hm_agent *a, uint32_t ctas, uin
   return HM_OK;
 }
 
+uint64_t hm_arrival_default_ns(const hm_runtime *rt) {
+  return hm_runtime_is_sim(rt) ? 30000000000ull : 10000000000ull;
+}
+
 hm_status hm_persist_new(hm_agent *a, struct hm_dev_persist **out) {
   if (!out) return hm_fail(HM_ERR_INVALID_ARG, "hm_persist_new: out is NULL");
   void *p;
@@ -74,7 +78,7 @@ hm_status hm_persistent_launch(hm_queue *q, const hm_dispatch *d, struct hm_dev_
   uint32_t grid;
   hm_status s = hm_persistent_grid(d->kernel, q->agent, d->ctas, d->dynamic_lds, &grid);
   if (s) return s;
-  if (!arrival_timeout_ns) arrival_timeout_ns = 10000000000ull;
+  if (!arrival_timeout_ns) arrival_timeout_ns = hm_arrival_default_ns(q->rt);
   __atomic_store_n(&arrive->arrived, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&arrive->state, 0, __ATOMIC_RELEASE);
   hm_dispatch one = *d;

@@ -69,9 +69,10 @@ static hm_status open_runner(hm_heap *heap, const hm_layer_weights *w, const hm_
   f->peer_timeout_ns = cfg && cfg->peer_timeout_ns ? cfg->peer_timeout_ns : sim ? 600000000000ull : 10000000000ull;
   f->step_timeout_ns = cfg && cfg->step_timeout_ns ? cfg->step_timeout_ns : f->peer_timeout_ns + 10000000000ull;
   /* a grid that never arrives must be named before its peers' waits on it expire */
+  const uint64_t arrival = hm_arrival_default_ns(f->rt);
   f->arrival_timeout_ns = cfg && cfg->arrival_timeout_ns ? cfg->arrival_timeout_ns
-                          : f->peer_timeout_ns / 2 < 10000000000ull ? f->peer_timeout_ns / 2
-                                                                     : 10000000000ull;
+                          : f->peer_timeout_ns / 2 < arrival ? f->peer_timeout_ns / 2
+                                                             : arrival;
   if (f->arrival_timeout_ns >= f->peer_timeout_ns || f->step_timeout_ns <= f->peer_timeout_ns) {
     hm_status b = hm_fail(HM_ERR_INVALID_ARG,
                           "%s: bounds out of order: arrival %.3f s < peer %.3f s < step %.3f s is needed (the first "

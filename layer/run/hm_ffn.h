@@ -30,7 +30,8 @@ typedef struct hm_ffn_config {
    * false, the default, allocates nothing and the kernels stamp nothing */
   bool timeline;
   /* The step's bounds (docs/api.md, "Bounds"), each 0 for its default, ordered so the first to
-   * expire names the root cause: arrival (the persistent grid resident and started; 0: 10 s) <
+   * expire names the root cause: arrival (the persistent grid resident and started; 0: 10 s on a GPU,
+   * 30 s on the software agent, at most half the peer bound) <
    * the software agent's watchdog (a kernel without progress, not counting waits on peers;
    * HSAMONO_SIM_WATCHDOG_S, 60 s) < peer (a wait on a peer's push, counted from the step's start;
    * 0: 10 s on a GPU, 600 s on the software agent, where a step takes CPU time) < step (the host's

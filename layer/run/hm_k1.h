@@ -27,8 +27,8 @@ typedef struct hm_k1_config {
    * one and ends every step's epoch itself (K1 alone: its tests, tools and bench). */
   void *epoch;
   /* how long a step may take before hm_k1_step gives up (0: 10 s on a GPU, 600 s on the software
-   * agent), and how long its persistent grid may take to arrive (0: 10 s; a layer passes its
-   * hm_ffn_config's, docs/api.md "Bounds") */
+   * agent), and how long its persistent grid may take to arrive (0: hm_arrival_default_ns, 10 s on
+   * a GPU and 30 s on the software agent; a layer passes its hm_ffn_config's, docs/api.md "Bounds") */
   uint64_t step_timeout_ns, arrival_timeout_ns;
   /* a per-CTA timeline of every step (hm_k1_timeline; a layer passes its hm_ffn_config's): false,
    * the default, allocates nothing and the kernel stamps nothing */

@@ -1,11 +1,13 @@
 /* tests/hsa/test_dispatch.c: the runtime's dispatch paths at volume: 10,000 dispatches through a
  * small queue (wrap-around), barrier packets ordering kernels on two queues, a persistent grid
- * barrier run 1,000 times, residency refusal and the arrival check (no CTA arriving, and on the
- * software agent part of a grid never or late starting), a recorded chain replayed 1,000 times,
+ * barrier run 1,000 times, residency refusal and the arrival check (no CTA arriving, a grid starting
+ * late but whole under the default bound, and on the software agent part of a grid never or late
+ * starting), a recorded chain replayed 1,000 times,
  * and IPC between two processes each reading the other's buffer. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -192,6 +194,62 @@ START_TEST(arrival_check) {
   hm_signal_store(rt, done, 1);
   ck_assert_msg(hm_persistent_launch(q, &d, arrive, 0) == HM_OK, "%s", hm_errmsg());
   ck_assert_int_eq(hm_signal_wait(rt, done, HM_WAIT_EQ, 0, RUN_TIMEOUT_NS, false, NULL), HM_OK);
+  ck_assert_uint_eq(out[0], 1);
+  hm_runtime_close(rt);
+}
+END_TEST
+
+/* A grid that starts late but whole is not refused under the default arrival bound. On the software
+ * agent a CTA's first instructions wait for an OS thread, and on CI's loaded 2 cores 3 of a
+ * full-size K1's 8 CTAs took over 10 s (the old default) to arrive. Here another kernel holds every
+ * CU for 11 s, as a starved CPU holds the threads: the default (30 s there) sees the grid arrive.
+ * On a GPU the default stays 10 s and only the value is checked. */
+static void *release_after(void *flag) {
+  nap_ms(11000);
+  __atomic_store_n((uint32_t *)flag, 1, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+START_TEST(arrival_default_covers_a_slow_start) {
+  hm_runtime *rt = t_open();
+  if (!hm_runtime_is_sim(rt)) {
+    ck_assert_uint_eq(hm_arrival_default_ns(rt), 10000000000ull);
+    hm_runtime_close(rt);
+    return;
+  }
+  ck_assert_uint_eq(hm_arrival_default_ns(rt), 30000000000ull);
+  hm_agent *a = hm_agent_get(rt, 0);
+  hm_program *p = t_program(a);
+  uint32_t cus = hm_agent_info_of(a)->cus;
+  hm_queue *qhold, *q;
+  ck_assert_int_eq(hm_queue_create(a, 64, &qhold), HM_OK);
+  ck_assert_int_eq(hm_queue_create(a, 64, &q), HM_OK);
+  uint32_t *flag = t_host(a, 64);
+  struct st_hold_args ha = {.flag = (uint64_t)(uintptr_t)flag, .ticks = ~0ull};
+  hm_signal held, done;
+  ck_assert_int_eq(hm_signal_create(rt, 1, &held), HM_OK);
+  ck_assert_int_eq(hm_signal_create(rt, 1, &done), HM_OK);
+  hm_dispatch dh = {.kernel = t_kernel(p, "st_hold"), .ctas = 2 * cus, .kernarg = t_kernarg(a, &ha, sizeof ha),
+                    .completion = held};
+  ck_assert_int_eq(hm_queue_dispatch(qhold, &dh, 1), HM_OK);
+  nap_ms(200); /* let the holding grid take its CUs */
+  uint32_t *bar = t_host(a, 64), *out = t_host(a, 4 * 8);
+  struct hm_dev_persist *arrive;
+  ck_assert_int_eq(hm_persist_new(a, &arrive), HM_OK);
+  struct st_gridbar_args args = {.bar = (uint64_t)(uintptr_t)bar, .out = (uint64_t)(uintptr_t)out,
+                                 .persist = (uint64_t)(uintptr_t)arrive, .epochs = 1};
+  hm_dispatch d = {.kernel = t_kernel(p, "st_gridbar"), .ctas = 8, .kernarg = t_kernarg(a, &args, sizeof args),
+                   .completion = done};
+  pthread_t th;
+  ck_assert_int_eq(pthread_create(&th, NULL, release_after, flag), 0);
+  uint64_t t0 = hm_now_test_ns();
+  hm_status s = hm_persistent_launch(q, &d, arrive, 0);
+  uint64_t took = hm_now_test_ns() - t0;
+  pthread_join(th, NULL);
+  ck_assert_msg(s == HM_OK, "%s", hm_errmsg());
+  ck_assert_uint_gt(took, 10000000000ull); /* it did start later than the old bound */
+  ck_assert_int_eq(hm_signal_wait(rt, done, HM_WAIT_EQ, 0, RUN_TIMEOUT_NS, false, NULL), HM_OK);
+  ck_assert_int_eq(hm_signal_wait(rt, held, HM_WAIT_EQ, 0, RUN_TIMEOUT_NS, false, NULL), HM_OK);
   ck_assert_uint_eq(out[0], 1);
   hm_runtime_close(rt);
 }
@@ -553,6 +611,7 @@ Suite *hm_test_suite(void) {
   tcase_add_test(tc, persistent_grid_barrier);
   tcase_add_test(tc, residency_refusal);
   tcase_add_test(tc, arrival_check);
+  tcase_add_test(tc, arrival_default_covers_a_slow_start);
   tcase_add_test(tc, chain_replay);
   tcase_add_test(tc, ipc_two_processes);
   suite_add_tcase(s, tc);
