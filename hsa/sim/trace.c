@@ -160,9 +160,10 @@ SIM_API int hm_sim_trace_end(hm_trace *out) {
   int rc = T.oom ? -1 : 0;
   if (!rc) {
     *out = T.out;
-    qsort(out->launches, out->nlaunches, sizeof *out->launches, cmp_launch);
-    qsort(out->stages, out->nstages, sizeof *out->stages, cmp_stage);
-    qsort(out->waits, out->nwaits, sizeof *out->waits, cmp_wait);
+    /* an empty trace has NULL arrays, which qsort may not be given (UBSan: nonnull argument) */
+    if (out->nlaunches) qsort(out->launches, out->nlaunches, sizeof *out->launches, cmp_launch);
+    if (out->nstages) qsort(out->stages, out->nstages, sizeof *out->stages, cmp_stage);
+    if (out->nwaits) qsort(out->waits, out->nwaits, sizeof *out->waits, cmp_wait);
   } else {
     free(T.out.launches), free(T.out.stages), free(T.out.waits);
     memset(out, 0, sizeof *out);
