@@ -154,22 +154,28 @@ END_TEST
 
 /* The calculator says the grid fits, but another kernel holds every CU: the arrival check sees
  * only part of the grid arrive, aborts the launch and says so, and nothing hangs. */
+/* Every CU of a taken by st_hold on a queue of its own until *flag is raised (or `ticks` pass):
+ * 1024-work-item CTAs, two fill a CU's 32 wave slots. `held` completes when it ends. */
+static uint32_t *hold_every_cu(hm_agent *a, hm_program *p, uint64_t ticks, hm_signal *held) {
+  hm_queue *qhold;
+  ck_assert_int_eq(hm_queue_create(a, 64, &qhold), HM_OK);
+  uint32_t *flag = t_host(a, 64);
+  struct st_hold_args ha = {.flag = (uint64_t)(uintptr_t)flag, .ticks = ticks};
+  ck_assert_int_eq(hm_signal_create(hm_agent_runtime(a), 1, held), HM_OK);
+  hm_dispatch dh = {.kernel = t_kernel(p, "st_hold"), .ctas = 2 * hm_agent_info_of(a)->cus,
+                    .kernarg = t_kernarg(a, &ha, sizeof ha), .completion = *held};
+  ck_assert_int_eq(hm_queue_dispatch(qhold, &dh, 1), HM_OK);
+  return flag;
+}
+
 START_TEST(arrival_check) {
   hm_runtime *rt = t_open();
   hm_agent *a = hm_agent_get(rt, 0);
   hm_program *p = t_program(a);
-  uint32_t cus = hm_agent_info_of(a)->cus;
-  hm_queue *qhold, *q;
-  ck_assert_int_eq(hm_queue_create(a, 64, &qhold), HM_OK);
+  hm_queue *q;
   ck_assert_int_eq(hm_queue_create(a, 64, &q), HM_OK);
-  /* 1024-work-item CTAs: two fill a CU's 32 wave slots */
-  uint32_t *flag = t_host(a, 64);
-  struct st_hold_args ha = {.flag = (uint64_t)(uintptr_t)flag, .ticks = 6000000000ull};
   hm_signal held;
-  ck_assert_int_eq(hm_signal_create(rt, 1, &held), HM_OK);
-  hm_dispatch dh = {.kernel = t_kernel(p, "st_hold"), .ctas = 2 * cus, .kernarg = t_kernarg(a, &ha, sizeof ha),
-                    .completion = held};
-  ck_assert_int_eq(hm_queue_dispatch(qhold, &dh, 1), HM_OK);
+  uint32_t *flag = hold_every_cu(a, p, 6000000000ull, &held);
   nap_ms(200); /* let the holding grid take its CUs */
   const hm_kernel *k = t_kernel(p, "st_gridbar");
   uint32_t *bar = t_host(a, 64), *out = t_host(a, 4 * 8);
@@ -220,18 +226,11 @@ START_TEST(arrival_default_covers_a_slow_start) {
   ck_assert_uint_eq(hm_arrival_default_ns(rt), 30000000000ull);
   hm_agent *a = hm_agent_get(rt, 0);
   hm_program *p = t_program(a);
-  uint32_t cus = hm_agent_info_of(a)->cus;
-  hm_queue *qhold, *q;
-  ck_assert_int_eq(hm_queue_create(a, 64, &qhold), HM_OK);
+  hm_queue *q;
   ck_assert_int_eq(hm_queue_create(a, 64, &q), HM_OK);
-  uint32_t *flag = t_host(a, 64);
-  struct st_hold_args ha = {.flag = (uint64_t)(uintptr_t)flag, .ticks = ~0ull};
   hm_signal held, done;
-  ck_assert_int_eq(hm_signal_create(rt, 1, &held), HM_OK);
+  uint32_t *flag = hold_every_cu(a, p, ~0ull, &held);
   ck_assert_int_eq(hm_signal_create(rt, 1, &done), HM_OK);
-  hm_dispatch dh = {.kernel = t_kernel(p, "st_hold"), .ctas = 2 * cus, .kernarg = t_kernarg(a, &ha, sizeof ha),
-                    .completion = held};
-  ck_assert_int_eq(hm_queue_dispatch(qhold, &dh, 1), HM_OK);
   nap_ms(200); /* let the holding grid take its CUs */
   uint32_t *bar = t_host(a, 64), *out = t_host(a, 4 * 8);
   struct hm_dev_persist *arrive;
