@@ -450,10 +450,14 @@ static u64 op_atomic(void *p, enum dev_atomic_op op, u32 bytes, u64 v, u64 cmp, 
   sim_check_abort();
   sim_chaos_point();
   const bool traced = sim_cur->cta->d->tr_on, writer = op == DEV_ATOMIC_STORE || op == DEV_ATOMIC_XCHG;
-  if (traced && writer) sim_trace_atomic(sim_cur, p, op, bytes, v, 0, cmp, s); /* a writer: before (above) */
+  /* a writer (store, exchange) is recorded before, as op_store's; loads and read-modify-writes after,
+   * with the value they returned */
+  if (traced && writer) sim_trace_atomic(sim_cur, p, op, bytes, v, 0, cmp, s);
   u64 old = sim_mem_atomic(sim_cur->cta, p, op, bytes, v, cmp, o, s);
-  if (traced && writer) sim_chaos_point();
-  if (traced && !writer) sim_trace_atomic(sim_cur, p, op, bytes, v, old, cmp, s);
+  if (traced) {
+    if (writer) sim_chaos_point();
+    else sim_trace_atomic(sim_cur, p, op, bytes, v, old, cmp, s);
+  }
   return old;
 }
 static void op_fence(enum dev_order o, enum dev_scope s) {

@@ -152,10 +152,9 @@ START_TEST(residency_refusal) {
 }
 END_TEST
 
-/* The calculator says the grid fits, but another kernel holds every CU: the arrival check sees
- * only part of the grid arrive, aborts the launch and says so, and nothing hangs. */
-/* Every CU of a taken by st_hold on a queue of its own until *flag is raised (or `ticks` pass):
- * 1024-work-item CTAs, two fill a CU's 32 wave slots. `held` completes when it ends. */
+/* Every CU of agent a taken by st_hold on a queue of its own until *flag is raised (or `ticks` pass):
+ * 1024-work-item CTAs, two fill a CU's 32 wave slots. `held` completes when it ends; returns once
+ * the holding grid has had time to take the CUs. */
 static uint32_t *hold_every_cu(hm_agent *a, hm_program *p, uint64_t ticks, hm_signal *held) {
   hm_queue *qhold;
   ck_assert_int_eq(hm_queue_create(a, 64, &qhold), HM_OK);
@@ -165,9 +164,12 @@ static uint32_t *hold_every_cu(hm_agent *a, hm_program *p, uint64_t ticks, hm_si
   hm_dispatch dh = {.kernel = t_kernel(p, "st_hold"), .ctas = 2 * hm_agent_info_of(a)->cus,
                     .kernarg = t_kernarg(a, &ha, sizeof ha), .completion = *held};
   ck_assert_int_eq(hm_queue_dispatch(qhold, &dh, 1), HM_OK);
+  nap_ms(200); /* let the holding grid take its CUs */
   return flag;
 }
 
+/* The calculator says the grid fits, but another kernel holds every CU: the arrival check sees
+ * only part of the grid arrive, aborts the launch and says so, and nothing hangs. */
 START_TEST(arrival_check) {
   hm_runtime *rt = t_open();
   hm_agent *a = hm_agent_get(rt, 0);
@@ -176,7 +178,6 @@ START_TEST(arrival_check) {
   ck_assert_int_eq(hm_queue_create(a, 64, &q), HM_OK);
   hm_signal held;
   uint32_t *flag = hold_every_cu(a, p, 6000000000ull, &held);
-  nap_ms(200); /* let the holding grid take its CUs */
   const hm_kernel *k = t_kernel(p, "st_gridbar");
   uint32_t *bar = t_host(a, 64), *out = t_host(a, 4 * 8);
   struct hm_dev_persist *arrive;
@@ -231,7 +232,6 @@ START_TEST(arrival_default_covers_a_slow_start) {
   hm_signal held, done;
   uint32_t *flag = hold_every_cu(a, p, ~0ull, &held);
   ck_assert_int_eq(hm_signal_create(rt, 1, &done), HM_OK);
-  nap_ms(200); /* let the holding grid take its CUs */
   uint32_t *bar = t_host(a, 64), *out = t_host(a, 4 * 8);
   struct hm_dev_persist *arrive;
   ck_assert_int_eq(hm_persist_new(a, &arrive), HM_OK);
