@@ -281,7 +281,8 @@ hm_status hm_persistent_grid(const hm_kernel *k, hm_agent *a, uint32_t ctas, uin
 /* The default arrival bound: 10 s on a GPU, where a resident grid arrives within microseconds;
  * 30 s on the software agent, where a CTA's first instructions wait for an OS thread of a loaded CPU
  * (CI once took over 10 s for 3 of a full-size K1's 8, at TP 4 on 2 cores), and still half its
- * watchdog's 60 s, which would otherwise fire first on the CTAs that wait for the verdict. */
+ * watchdog's 60 s, which would otherwise fire first on the CTAs that wait for the verdict. A NULL
+ * runtime gets the GPU's figure (the function has no error to return). */
 uint64_t hm_arrival_default_ns(const hm_runtime *rt);
 
 /* Launch d (d->ctas 0: the whole resident grid) after the residency check, then verify that every

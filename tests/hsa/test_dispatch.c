@@ -218,6 +218,7 @@ static void *release_after(void *flag) {
 }
 
 START_TEST(arrival_default_covers_a_slow_start) {
+  ck_assert_uint_eq(hm_arrival_default_ns(NULL), 10000000000ull);
   hm_runtime *rt = t_open();
   if (!hm_runtime_is_sim(rt)) {
     ck_assert_uint_eq(hm_arrival_default_ns(rt), 10000000000ull);
