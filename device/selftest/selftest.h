@@ -48,8 +48,8 @@ DEV_ARGS_CHECK(st_count_args, 16);
 
 /* st_hold: every CTA (1024 work-items, so two fill a CU's wave slots) waits until flag != 0 or
  * `ticks` pass: a kernel that occupies CUs for as long as a test needs */
-struct st_hold_args { u64 flag; u64 ticks; };
-DEV_ARGS_CHECK(st_hold_args, 16);
+struct st_hold_args { u64 flag; u64 ticks; u64 started; };
+DEV_ARGS_CHECK(st_hold_args, 24);
 
 /* st_gridbar: a persistent kernel: the arrival handshake (persist: a struct hm_dev_persist), then a
  * grid barrier run `epochs` times. bar[0] = arrivals in the low 16 bits and a generation above

@@ -23,8 +23,31 @@ uint64_t sim_rng(uint64_t *s) {
 }
 
 static void nap_us(unsigned us) {
-  struct timespec ts = {0, (long)us * 1000};
+  struct timespec ts = {us / 1000000u, (long)(us % 1000000u) * 1000};
   nanosleep(&ts, NULL);
+}
+
+/* The longest nap of a CTA with nothing to do but poll: 200 us while few CTAs wait (the 8-CTA grids of
+ * the suites, 32 at TP 4), and past that long enough that the waiting CTAs together wake about 40,000
+ * times a second, which takes a third of a core or so (a wake-up is a nanosleep's two context switches
+ * and a poll, 5 to 10 us). A GPU's grid is 256 or 304 CTAs an agent, 1,024 CTA threads at TP 4; their
+ * naps of 200 us were 5 million wake-ups a second, more than two cores can make, and CTAs still
+ * starting starved behind them (a TP 4 grid of 256 had 238 CTAs arrived after 30 s). A poll then
+ * sees its data up to 25 ms late, which only slows the software agent: what a wait reads, and so
+ * the order and the outcome of a launch, do not depend on it. */
+#define SIM_NAP_US 200u
+#define SIM_NAP_FEW 32u      /* waiting CTAs the 200 us cap is for */
+#define SIM_WAKES_S 40000u   /* the waiting CTAs' wake-ups a second past that */
+static unsigned nap_cap_us(void) {
+  uint32_t w = atomic_load_explicit(&sim.waiting, memory_order_relaxed);
+  return w <= SIM_NAP_FEW ? SIM_NAP_US : w * (1000000u / SIM_WAKES_S);
+}
+
+/* A CTA counted in its dispatch's and the agent's idle CTAs, or not. */
+static void sim_cta_set_waiting(struct sim_cta *c, bool on) {
+  c->waiting = on;
+  atomic_fetch_add_explicit(&c->d->waiting, on ? 1u : (uint32_t)-1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&sim.waiting, on ? 1u : (uint32_t)-1, memory_order_relaxed);
 }
 
 /* ---------------------------------------------------------------- the ready ring */
@@ -243,7 +266,7 @@ void sim_lag_hold(struct sim_cta *c) {
 
 static void progressed(struct sim_cta *c) {
   c->progressed = true;
-  if (c->waiting) c->waiting = false, atomic_fetch_sub_explicit(&c->d->waiting, 1, memory_order_relaxed);
+  if (c->waiting) sim_cta_set_waiting(c, false);
   atomic_fetch_add_explicit(&c->d->progress, 1, memory_order_relaxed);
 }
 
@@ -614,11 +637,14 @@ void sim_cta_run(struct sim_cta *c) {
     /* Only polling work-items left: let other CTAs' threads run before polling again, backing
      * off while nothing in this CTA moves. */
     if (c->progressed) backoff = 0;
-    else if (!c->waiting) c->waiting = true, atomic_fetch_add_explicit(&d->waiting, 1, memory_order_relaxed);
+    else if (!c->waiting) sim_cta_set_waiting(c, true);
     c->progressed = false;
     if (sim.cfg.weak) sim_mem_drain_idle(c);
     if (backoff < 2) sched_yield();
-    else nap_us(backoff < 10 ? 1u << (backoff - 2) : 200);
+    else {
+      unsigned cap = nap_cap_us(), us = backoff < 24 ? 1u << (backoff - 2) : cap;
+      nap_us(us < cap ? us : cap);
+    }
     backoff++;
     for (uint32_t k = 0; k < npolling; k++) {
       c->lanes[polling[k]].state = LANE_READY;
@@ -631,7 +657,7 @@ void sim_cta_run(struct sim_cta *c) {
   for (uint32_t i = 0; i < c->size && !c->aborted; i++) stack_intact(c, &c->lanes[i]);
   /* no lane runs again: the next CTA starts fresh fibers on these stacks */
   for (uint32_t i = 0; i < c->size; i++) sim_fiber_forget(&c->lanes[i].fiber);
-  if (c->waiting) c->waiting = false, atomic_fetch_sub(&d->waiting, 1);
+  if (c->waiting) sim_cta_set_waiting(c, false);
   /* the end of a CTA publishes everything it stored (the dispatch's release) */
   sim_mem_flush_all(c);
   atomic_fetch_add(&d->progress, 1);

@@ -356,6 +356,7 @@ struct sim_state {
   _Atomic bool stopping;
   uint64_t dispatch_seq;
   char describe[256];
+  _Atomic uint32_t waiting;   /* CTAs idle a whole round, over every dispatch (their naps' length) */
 };
 
 extern struct sim_state sim;

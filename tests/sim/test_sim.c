@@ -515,6 +515,59 @@ START_TEST(oversubscribed_grid_watchdog) {
 }
 END_TEST
 
+/* The process's CPU seconds (user + system) so far. */
+static double cpu_seconds(void) {
+  struct rusage r;
+  getrusage(RUSAGE_SELF, &r);
+  return (double)(r.ru_utime.tv_sec + r.ru_stime.tv_sec) + (double)(r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
+}
+
+/* The GPU's grid at TP 4: four agents of 256 CUs, a CTA on each CU (1,024 CTA threads), all polling a
+ * flag the host raises later, as a persistent launch's CTAs wait at every hand-off. Together their
+ * polls take less than a core, leaving the other to CTAs with work. Napping at most 200 us each, they
+ * woke 5 million times a second, filled both cores of this machine, and CTAs still starting starved
+ * behind them: a TP 4 layer's grid of 256 had 238 CTAs arrived after 30 s. */
+START_TEST(idle_grid_leaves_a_core) {
+  enum { AGENTS = 4, CUS = 256 };
+  char n[16];
+  snprintf(n, sizeof n, "%d", AGENTS);
+  setenv("HSAMONO_SIM_AGENTS", n, 1);
+  snprintf(n, sizeof n, "%d", CUS);
+  setenv("HSAMONO_SIM_CUS", n, 1);
+  unsetenv("HSAMONO_SIM_CHAOS");
+  hm_runtime *rt;
+  ck_assert_int_eq(hm_runtime_open("sim", &rt), HM_OK);
+  uint32_t *flag = t_host(hm_agent_get(rt, 0), 64), *started = t_host(hm_agent_get(rt, 0), 64);
+  hm_signal done[AGENTS];
+  for (unsigned i = 0; i < AGENTS; i++) {
+    hm_agent *a = hm_agent_get(rt, i);
+    hm_queue *q;
+    ck_assert_int_eq(hm_queue_create(a, 64, &q), HM_OK);
+    struct st_hold_args ha = {.flag = (uint64_t)(uintptr_t)flag, .ticks = ~0ull, .started = (uint64_t)(uintptr_t)started};
+    ck_assert_int_eq(hm_signal_create(rt, 1, &done[i]), HM_OK);
+    hm_dispatch d = {.kernel = t_kernel(t_program(a), "st_hold"), .ctas = CUS,
+                     .kernarg = t_kernarg(a, &ha, sizeof ha), .completion = done[i]};
+    ck_assert_int_eq(hm_queue_dispatch(q, &d, 1), HM_OK);
+  }
+  /* every CTA started and polling (a thread each: that takes a while), then idle a round */
+  const uint64_t deadline = hm_now_test_ns() + 60000000000ull;
+  while (__atomic_load_n(started, __ATOMIC_ACQUIRE) < AGENTS * CUS && hm_now_test_ns() < deadline) nap_ms(10);
+  ck_assert_uint_eq(__atomic_load_n(started, __ATOMIC_ACQUIRE), AGENTS * CUS);
+  nap_ms(500);
+  const double c0 = cpu_seconds();
+  const uint64_t t0 = hm_now_test_ns();
+  nap_ms(2000);
+  const double cores = (cpu_seconds() - c0) / ((double)(hm_now_test_ns() - t0) / 1e9);
+  __atomic_store_n(flag, 1, __ATOMIC_RELEASE);
+  for (unsigned i = 0; i < AGENTS; i++)
+    ck_assert_int_eq(hm_signal_wait(rt, done[i], HM_WAIT_EQ, 0, RUN_TIMEOUT_NS, false, NULL), HM_OK);
+  ck_assert_msg(cores < 1.0, "%d idle CTAs kept %.2f cores busy", AGENTS * CUS, cores);
+  hm_runtime_close(rt);
+  unsetenv("HSAMONO_SIM_AGENTS");
+  unsetenv("HSAMONO_SIM_CUS");
+}
+END_TEST
+
 /* The kernel's LDS comes from the dispatch's group segment: asking for more traps. And the
  * placement honours LDS: two 100 KiB CTAs never share a gfx950 CU. */
 START_TEST(lds_from_group_segment) {
@@ -948,6 +1001,11 @@ Suite *hm_test_suite(void) {
   tcase_add_test(tc, chaos_catches_a_missing_wait);
   tcase_add_test(tc, chaos_is_reproducible);
   suite_add_tcase(s, tc);
+  /* the GPU's grid of CTA threads, a case of its own (CK_RUN_CASE=gpu_grid) */
+  TCase *gg = tcase_create("gpu_grid");
+  tcase_set_timeout(gg, 120);
+  tcase_add_test(gg, idle_grid_leaves_a_core);
+  suite_add_tcase(s, gg);
   /* the doorbell and the failures a caller must be told about, a case of their own so each can be
    * run alone (CK_RUN_CASE=doorbell, =failures) */
   TCase *vars = tcase_create("variables");
