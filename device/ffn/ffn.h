@@ -33,7 +33,7 @@ DEV_INLINE __global u32 *ffn_words(const struct ffn_ctx *c, u64 off) { return (_
  * register held through the whole kernel). */
 DEV_INLINE u32 ffn_ns(const struct ffn_ctx *c) { return seam_slices(&c->a->seam); } /* slices */
 DEV_INLINE u32 ffn_ntiles(const struct ffn_ctx *c) { return ffn_tiles(c->a->S); }   /* token tiles */
-DEV_INLINE u32 ffn_nparts(const struct ffn_ctx *c) { return ffn_ug_parts(c->a->Ir, c->a->ug_groups); }
+DEV_INLINE u32 ffn_ngroups(const struct ffn_ctx *c) { return ffn_ug_groups_of(c->a->Ir); } /* ug units a tile */
 
 /* The step's epoch e, from its tag 2e + 2 (not kept apart: one scalar register fewer for the
  * whole kernel, which would otherwise be spilled). */

@@ -86,21 +86,23 @@ DEV_INLINE u32 ffn_shuffled_scale(__global const u8 *s, u32 row, u32 block, u32 
   return (w >> (8u * (i & 3u))) & 0xffu;
 }
 
-/* Units of the gate/up stage: slot tiles x parts of 32 * ug_groups columns. */
+/* Units of the gate/up stage: slot tiles x groups of 32 columns. */
 DEV_INLINE u32 ffn_ug_units(const struct ffn_ctx *c, __local const struct ffn_lds *lds) {
-  return lds->rt.ntiles * ffn_nparts(c);
+  return lds->rt.ntiles * ffn_ngroups(c);
 }
 
-/* One unit: intermediate columns i0..i0+32ug-1 of the tile's picks (<= 16) of one expert. The
- * w13 rows of those columns are 4ug row tiles (GUGU: 16 gate rows, 16 up rows, ...); each row
- * tile's K steps go to 4 / ug chains (ffn_ug_slice), in ascending order in each; 16 (tile, chain)
+/* One unit: intermediate columns i0..i0+31 of the tile's picks (<= 16) of one expert. The w13 rows
+ * of those columns are 4 row tiles (GUGU: 16 gate rows, 16 up rows, twice); each row tile's K steps
+ * go to 4 / ug chains (ffn_ug_slice), in ascending order in each; 8 (ug 2) or 16 (ug 1) (tile, chain)
  * items, wave w running items w and w + 8. g and u are the chains added in order (f32), the
- * activation rule A per 32 columns -> MID rows (pick positions) and codes, then the unit's flag. */
+ * activation rule A over the 32 columns -> MID rows (pick positions) and codes, then the unit's
+ * flag. A unit is one group at ug 2 too (mono's takes two): the group's 32 columns need nothing of
+ * the other's, and at one row the step's 54 units of two groups (TP 4) left 202 of 256 CUs idle. */
 DEV_INLINE void ffn_ug_unit(const struct ffn_ctx *c, __local struct ffn_lds *lds, u32 unit) {
   __local struct ffn_lds_ug *L = &lds->u.ug;
   __local const struct ffn_route *R = &lds->rt;
   const u32 S = c->a->S, D = c->a->D, I = c->a->I, ug = c->a->ug_groups, steps = D / 128u;
-  const u32 tile = unit / ffn_nparts(c), part = unit % ffn_nparts(c), ncol = 32u * ug, i0 = part * ncol;
+  const u32 tile = unit / ffn_ngroups(c), i0 = 32u * (unit % ffn_ngroups(c));
   const u32 e = R->tile_expert[tile], p0 = R->tile_first[tile], n = R->tile_n[tile];
   const u32 nsl = ug == 1u ? 4u : 2u, lane = dev_lane(), wave = dev_wave();
   const u64 wbase = (u64)e * I * D; /* bytes of one expert's w13: 2I rows x D/2 */
@@ -112,6 +114,7 @@ DEV_INLINE void ffn_ug_unit(const struct ffn_ctx *c, __local struct ffn_lds *lds
 #pragma unroll
   for (u32 k = 0; k < 2u; k++) {
     u32 it = wave + 8u * k, r = it / nsl, chain = it % nsl;
+    if (r >= 4u) break; /* ug 2: 8 items */
     u32 row0 = 2u * i0 + 16u * r, row = row0 + lane % 16u;
     f32x4 acc = 0;
 #if DEV_ARCH_GFX942
@@ -151,32 +154,30 @@ DEV_INLINE void ffn_ug_unit(const struct ffn_ctx *c, __local struct ffn_lds *lds
     for (u32 q = 0; q < 4u; q++) L->ch[it][lane][q] = acc[q];
   }
   dev_barrier();
-  /* work-item (pick j = lid / 32, column i = 32 g2 + lid % 32) for each 32-column group g2 */
-  const u32 lid = dev_lid(), j = lid / 32u, ii = lid % 32u;
-  for (u32 g2 = 0; g2 < ug; g2++) {
+  /* work-item (pick j = lid / 32, column i = lid % 32) */
+  const u32 lid = dev_lid(), j = lid / 32u, i = lid % 32u;
 #if DEV_ARCH_GFX942
-    /* gate row 2i and up row 2i + 1: row tile i / 8, rows 2(i % 8) and 2(i % 8) + 1 of it */
-    u32 i = 32u * g2 + ii, tg = i / 8u, tu = tg, rgt = 2u * (i % 8u), rup = rgt + 1u;
+  /* gate row 2i and up row 2i + 1: row tile i / 8, rows 2(i % 8) and 2(i % 8) + 1 of it */
+  u32 tg = i / 8u, tu = tg, rgt = 2u * (i % 8u), rup = rgt + 1u;
 #else
-    /* GUGU: gate rows in row tile 2(i / 16), up rows in the next, row i % 16 of each */
-    u32 i = 32u * g2 + ii, tg = 2u * (i / 16u), tu = tg + 1u, rgt = i % 16u, rup = rgt;
+  /* GUGU: gate rows in row tile 2(i / 16), up rows in the next, row i % 16 of each */
+  u32 tg = 2u * (i / 16u), tu = tg + 1u, rgt = i % 16u, rup = rgt;
 #endif
-    u32 dg = 16u * (rgt / 4u) + j, du = 16u * (rup / 4u) + j;
-    f32 gv = L->ch[tg * nsl][dg][rgt % 4u], uv = L->ch[tu * nsl][du][rup % 4u];
-    for (u32 ch = 1; ch < nsl; ch++) {
-      gv = gv + L->ch[tg * nsl + ch][dg][rgt % 4u];
-      uv = uv + L->ch[tu * nsl + ch][du][rup % 4u];
-    }
-    f32 v = ffn_routed_act(gv, uv, c->a->swiglu_limit);
-    u32 code = ffn_act_code(FMT_RULE_A, ffn_amax32(v));
-    u32 word = ffn_gather4(ffn_act_byte(v, code), DEV_ARCH_GFX942);
-    u32 col = i0 + i;
-    /* groups wholly in the padding are never written (their codes stay 0, the down stage masks them) */
-    if (j < n && col - ii < c->a->Ir) {
-      u32 pos = p0 + j;
-      if (ii % 4u == 0) dev_st_u32((__global u32 *)ffn_scr(c, c->a->L.mid) + ((u64)pos * I + col) / 4u, word, DEV_CP_DEV);
-      if (ii == 0) dev_st_u32(ffn_words(c, c->a->L.mids) + (u64)pos * (I / 32u) + col / 32u, code, DEV_CP_DEV);
-    }
+  u32 dg = 16u * (rgt / 4u) + j, du = 16u * (rup / 4u) + j;
+  f32 gv = L->ch[tg * nsl][dg][rgt % 4u], uv = L->ch[tu * nsl][du][rup % 4u];
+  for (u32 ch = 1; ch < nsl; ch++) {
+    gv = gv + L->ch[tg * nsl + ch][dg][rgt % 4u];
+    uv = uv + L->ch[tu * nsl + ch][du][rup % 4u];
+  }
+  f32 v = ffn_routed_act(gv, uv, c->a->swiglu_limit);
+  u32 code = ffn_act_code(FMT_RULE_A, ffn_amax32(v));
+  u32 word = ffn_gather4(ffn_act_byte(v, code), DEV_ARCH_GFX942);
+  u32 col = i0 + i;
+  /* groups wholly in the padding are never run (their codes stay 0, the down stage masks them) */
+  if (j < n) {
+    u32 pos = p0 + j;
+    if (i % 4u == 0) dev_st_u32((__global u32 *)ffn_scr(c, c->a->L.mid) + ((u64)pos * I + col) / 4u, word, DEV_CP_DEV);
+    if (i == 0) dev_st_u32(ffn_words(c, c->a->L.mids) + (u64)pos * (I / 32u) + col / 32u, code, DEV_CP_DEV);
   }
   ho_flag_raise(ffn_words(c, c->a->L.ugf) + unit, c->tag);
   dev_barrier();

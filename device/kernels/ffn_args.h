@@ -99,17 +99,18 @@ DEV_ARGS_CHECK(ffn_args, 584);
 #define FFN_SITE_ATTN AR_WHERE_ATTN
 #define FFN_SITE_MOE AR_WHERE_MOE
 
-/* Routed gate/up units a slot tile: parts of 32 * ug_groups intermediate columns (only those
- * holding real columns run). Slot tiles: a slot's picks in tiles of 16; at most picks + picks/16
- * tiles (every slot one partial tile, plus the whole ones). */
-static inline u32 ffn_ug_parts(u32 Ir, u32 ug_groups) { return (Ir + 32u * ug_groups - 1u) / (32u * ug_groups); }
+/* Routed gate/up units a slot tile: groups of 32 intermediate columns (only those holding real
+ * columns run), whatever ug_groups (which sets the K slices: docs/decisions.md, "A gate/up unit is
+ * one group"). Slot tiles: a slot's picks in tiles of 16; at most picks + picks/16 tiles (every
+ * slot one partial tile, plus the whole ones). */
+static inline u32 ffn_ug_groups_of(u32 Ir) { return (Ir + 31u) / 32u; }
 static inline u32 ffn_tiles_of(u32 n, u32 tile) { return (n + tile - 1u) / tile; }
 static inline u32 ffn_tiles(u32 n) { return ffn_tiles_of(n, FFN_TILE); }
 static inline u32 ffn_max_slot_tiles(u32 picks) { return picks + picks / FFN_PICK_TILE; }
 
 static inline u64 ffn_align128(u64 v) { return (v + 127u) & ~(u64)127u; }
 
-static inline void ffn_scratch_layout(u32 S, u32 D, u32 E, u32 K, u32 I, u32 Ir, u32 Sh, u32 ug_groups,
+static inline void ffn_scratch_layout(u32 S, u32 D, u32 E, u32 K, u32 I, u32 Ir, u32 Sh,
                                       struct hm_ffn_scratch_layout *l) {
   u64 o = 0, P = (u64)S * K;
   l->lin = o, o = ffn_align128(o + (u64)S * (D / 2) * 8);
@@ -128,7 +129,7 @@ static inline void ffn_scratch_layout(u32 S, u32 D, u32 E, u32 K, u32 I, u32 Ir,
   l->srdy = o, o = ffn_align128(o + (u64)(Sh / 32) * ffn_tiles_of(S, FFN_TILE_GFX942) * 4);
   l->mid = o, o = ffn_align128(o + P * I);
   l->mids = o, o = ffn_align128(o + P * (I / 32) * 4);
-  l->ugf = o, o = ffn_align128(o + (u64)ffn_max_slot_tiles((u32)P) * ffn_ug_parts(Ir, ug_groups) * 4);
+  l->ugf = o, o = ffn_align128(o + (u64)ffn_max_slot_tiles((u32)P) * ffn_ug_groups_of(Ir) * 4);
   l->bytes = o;
 }
 

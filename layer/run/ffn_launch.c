@@ -199,7 +199,7 @@ hm_status hm_ffn_prepare(hm_ffn *f, uint32_t rows) {
   struct ffn_width *w = &f->width[rows];
   if (w->scratch) return HM_OK;
   ffn_scratch_layout(rows, f->cfg.hidden, f->cfg.experts, f->cfg.topk, f->mid_cols, f->dims.inter,
-                     f->dims.shared_inter, f->cfg.ug_groups, &w->layout);
+                     f->dims.shared_inter, &w->layout);
   uint64_t bytes = w->layout.bytes;
   if (f->mode == FFN_MODE_K2) {
     /* the split's chunk depends on the width (spec/mono.md §1.2), and the back's regions on it */
@@ -405,7 +405,7 @@ hm_status hm_ffn_step_bytes(const hm_ffn *f, uint32_t rows, uint64_t *bytes, uin
   hm_mem_free(f->rt, ids);
   /* a chosen expert: the gate/up rows of its real columns (parts in the padding never run) with
    * their codes, and all of down (its K steps cover the padding) with its codes */
-  uint64_t ug_cols = (uint64_t)ffn_ug_parts((uint32_t)Ir, f->cfg.ug_groups) * 32 * f->cfg.ug_groups;
+  uint64_t ug_cols = (uint64_t)ffn_ug_groups_of((uint32_t)Ir) * 32;
   if (ug_cols > I) ug_cols = I;
   uint64_t expert = 2 * ug_cols * D / 2 + 2 * ug_cols * D / 32 + D * I / 2 + D * w2c;
   uint64_t shared = 2 * Sh * D + 2 * Sh / 32 * (D / 32) + D * Sh + D / 32 * (Sh / 32);
