@@ -114,6 +114,9 @@ START_TEST(ffn_model_table) {
                    0);
   ck_assert_ptr_nonnull(strstr(out, "a timing model replaying the software agent's trace"));
   ck_assert_ptr_nonnull(strstr(out, "HBM 7.2 TB/s"));
+  /* without --ctas the model replays MI355X's own grid (the software agent's default 256 CUs), not
+   * the tools' 8 CTAs standing for it */
+  ck_assert_ptr_nonnull(strstr(out, "# grid 256 CTAs x 512 work-items a rank"));
   unsigned seen = 0, paths = 0, pieces = 0;
   double modelled[2] = {0}, sum = 0;
   int in_path = -1;

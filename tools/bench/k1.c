@@ -95,6 +95,7 @@ int bench_k1(int argc, char **argv) {
     hm_runtime_close(rt);
     return CLI_EXIT_NOT_RUN;
   }
+  ctas = bench_tm_grid(rt, mpart, ctas);
   bench_tm_row mrows[MAX_ROWS_LIST];
   unsigned nm = 0;
   if (launch_tool_arch_agents(c.prog, rt, (uint32_t)tp, arch)) {

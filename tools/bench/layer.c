@@ -180,6 +180,7 @@ int bench_layer(int argc, char **argv) {
     hm_runtime_close(rt);
     return CLI_EXIT_NOT_RUN;
   }
+  ctas = bench_tm_grid(rt, mpart, ctas);
   bench_tm_row mrows[MAX_ROWS_LIST];
   memset(mrows, 0, sizeof mrows);
   if (!steps) steps = sim ? 2 : 100;

@@ -104,3 +104,9 @@ void bench_tm_print_paths(const hm_part *p, const char *launch, bench_tm_row *ro
     bench_tm_row_free(&rows[i]);
   }
 }
+
+long bench_tm_grid(hm_runtime *rt, const hm_part *p, long ctas) {
+  if (ctas || !p || !hm_agent_count(rt)) return ctas;
+  const hm_agent_info *ai = hm_agent_info_of(hm_agent_get(rt, 0));
+  return ai && ai->cus >= p->cus ? (long)p->cus : ctas;
+}

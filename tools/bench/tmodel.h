@@ -14,7 +14,9 @@
   "--model PART (mi355x or mi300x): one more step of each width traced on the software agent (what each\n"   \
   "CTA loaded, stored, multiplied and waited for) and replayed by the timing model with the part's figures\n" \
   "(docs/timing_model.md): modelled_us, floor_us (the busiest rank's weight bytes at the part's HBM\n"       \
-  "bandwidth), their ratio and the critical path. A model, not a measurement: every such line says so.\n"
+  "bandwidth), their ratio and the critical path. A model, not a measurement: every such line says so.\n"   \
+  "Without --ctas the launches then run the part's own grid, one CTA a CU (256 or 304 a rank), where the\n" \
+  "software agent's agents have that many CUs (their default).\n"
 
 extern const char *const bench_tm_parts[];
 
@@ -35,6 +37,12 @@ typedef struct bench_tm_row {
   bench_tm_names names[BENCH_TM_KERNELS];
   unsigned nnames;
 } bench_tm_row;
+
+/* The grid --model traces when the user gave none (ctas 0): the part's own, one CTA a CU (256 on MI355X,
+ * 304 on MI300X), where rank 0's agent has that many CUs (the software agent's default), so the model
+ * replays the GPU's grid and not a small one standing for it (docs/timing_model.md, "The GPU's own
+ * grid"); otherwise ctas unchanged (the tools' 8 CTAs a rank on the software agent). */
+long bench_tm_grid(hm_runtime *rt, const hm_part *p, long ctas);
 
 /* Names the stages of `kernel` from a timeline (kernel, names, slots), once a kernel. */
 void bench_tm_name(bench_tm_row *row, const char *kernel, const char *const *names, uint32_t n);
