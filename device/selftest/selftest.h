@@ -47,7 +47,8 @@ struct st_count_args { u64 counter; u64 ticket; };
 DEV_ARGS_CHECK(st_count_args, 16);
 
 /* st_hold: every CTA (1024 work-items, so two fill a CU's wave slots) waits until flag != 0 or
- * `ticks` pass: a kernel that occupies CUs for as long as a test needs */
+ * `ticks` pass: a kernel that occupies CUs for as long as a test needs; `started` (0: none) counts
+ * the CTAs that have begun to wait */
 struct st_hold_args { u64 flag; u64 ticks; u64 started; };
 DEV_ARGS_CHECK(st_hold_args, 24);
 
