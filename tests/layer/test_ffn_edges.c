@@ -248,25 +248,34 @@ END_TEST
 
 /* ---------------------------------------------------------------- grid shapes under chaos */
 
-/* Producers and consumers of every hand-off on different CTAs: odd small grids and the whole one,
- * each under several chaos seeds (the laggard CTA, hsa/sim/cta.c, publishes as late as it can).
- * Two picks a token from 16 experts leave CTAs of the 8-CTA grid with a shared-expert task but
- * no routed unit: there a down projection that skipped its wait on the shared expert reads the
- * last step's activations. A laggard in every dispatch (HSAMONO_SIM_LAGGARD=1). */
+/* Producers and consumers of every hand-off on different CTAs: odd small grids, the suite's whole one
+ * (8 CUs) and one of 16 on agents of 16 CUs, each under several chaos seeds (the laggard CTA,
+ * hsa/sim/cta.c, publishes as late as it can). Two picks a token from 16 experts at one row make 4
+ * shared tasks and 8 routed units (of 32 columns): on 16 CTAs the shared tasks' CTAs run no routed
+ * unit after them, so no later release of theirs publishes a store left after their flag (fault 06),
+ * and a down projection that skipped its wait on the shared expert reads the last step's
+ * activations (fault 09); on 8 CTAs every CTA now runs a unit after its shared task. A laggard in
+ * every dispatch (HSAMONO_SIM_LAGGARD=1). */
 START_TEST(grid_shapes_under_chaos) {
   hm_layer_config c = tl_config("tiny", 3, 16, 2);
   hm_layer_weights w[2];
   tl_build_group(&c, 2, 640, HM_WPART_FFN, w);
   const char *seeds[] = {"3", "7", "11", "19"};
-  const uint32_t grids[] = {3, 5, 8}, rows[] = {1, 3, 1};
+  const uint32_t grids[] = {3, 5, 8, 16}, rows[] = {1, 3, 1};
+  const char *cus = getenv("HSAMONO_SIM_CUS");
+  char cus_was[16];
+  snprintf(cus_was, sizeof cus_was, "%s", cus ? cus : "");
   setenv("HSAMONO_SIM_WEAK", "1", 1);
   setenv("HSAMONO_SIM_LAGGARD", "1", 1); /* a laggard in every dispatch */
   for (uint32_t k = 0; k < 4; k++) {
     setenv("HSAMONO_SIM_CHAOS", seeds[k], 1);
-    for (uint32_t i = 0; i < 3; i++) {
+    for (uint32_t i = 0; i < 4; i++) {
       hm_ffn_config fc = small_grid;
       fc.ctas = grids[i];
-      run_steps(w, 2, rows, 3, 650 + 10 * k + i, 1.0f, &fc);
+      if (grids[i] > 8) setenv("HSAMONO_SIM_CUS", "16", 1);
+      run_steps(w, 2, rows, grids[i] > 8 ? 1 : 3, 650 + 10 * k + i, 1.0f, &fc);
+      if (cus_was[0]) setenv("HSAMONO_SIM_CUS", cus_was, 1);
+      else unsetenv("HSAMONO_SIM_CUS");
     }
   }
   unsetenv("HSAMONO_SIM_CHAOS");
