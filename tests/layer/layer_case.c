@@ -426,8 +426,13 @@ void lc_expect_epoch(layer_setup *L, uint32_t steps) {
 
 void lc_run_layer_arch(const char *model, int32_t layer, uint32_t experts, uint32_t tp, const shape *shapes, uint32_t n,
                        uint64_t seed, hm_arch arch) {
+  lc_run_layer_grid(model, layer, experts, tp, shapes, n, seed, arch, NULL);
+}
+
+void lc_run_layer_grid(const char *model, int32_t layer, uint32_t experts, uint32_t tp, const shape *shapes, uint32_t n,
+                       uint64_t seed, hm_arch arch, const hm_ffn_config *run) {
   layer_setup L;
-  lc_setup_arch(&L, model, layer, experts, tp, seed, NULL, arch);
+  lc_setup_arch(&L, model, layer, experts, tp, seed, run, arch);
   for (uint32_t i = 0; i < n; i++) {
     lc_run_case(L.rt, L.g, L.w, tp, &shapes[i], seed + i, &L.table);
     lc_expect_epoch(&L, i + 1);

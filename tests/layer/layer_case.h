@@ -84,6 +84,9 @@ void lc_run_layer(const char *model, int32_t layer, uint32_t experts, uint32_t t
                   uint64_t seed);
 void lc_run_layer_arch(const char *model, int32_t layer, uint32_t experts, uint32_t tp, const shape *shapes, uint32_t n,
                        uint64_t seed, hm_arch arch);
+/* The same with the launches' grid config `run` (NULL: lc_small_grid) */
+void lc_run_layer_grid(const char *model, int32_t layer, uint32_t experts, uint32_t tp, const shape *shapes, uint32_t n,
+                       uint64_t seed, hm_arch arch, const hm_ffn_config *run);
 
 /* ---------------------------------------------------------------- replays */
 

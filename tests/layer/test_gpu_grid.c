@@ -16,18 +16,16 @@
  * default is the part's). */
 static void run_gpu_grid(const char *model, int32_t layer, uint32_t experts, uint32_t tp, const shape *s, uint32_t n,
                          uint64_t seed, hm_arch arch, uint32_t cus) {
-  const hm_ffn_config gpu = {0};
-  layer_setup L;
-  lc_setup_arch(&L, model, layer, experts, tp, seed, &gpu, arch);
+  /* the agents the group will run on (the software agent of the arch lc_setup_arch selects) */
+  setenv("HSAMONO_SIM_ARCH", arch == HM_ARCH_GFX942 ? "gfx942" : "gfx950", 1);
+  hm_runtime *rt = tl_open_sim();
   for (uint32_t r = 0; r < tp; r++) {
-    const hm_agent_info *ai = hm_agent_info_of(hm_agent_get(L.rt, r));
+    const hm_agent_info *ai = hm_agent_info_of(hm_agent_get(rt, r));
     ck_assert_msg(ai && ai->cus == cus, "agent %u has %u CUs, the GPU's grid is %u", r, ai ? ai->cus : 0, cus);
   }
-  for (uint32_t i = 0; i < n; i++) {
-    lc_run_case(L.rt, L.g, L.w, tp, &s[i], seed + i, &L.table);
-    lc_expect_epoch(&L, i + 1);
-  }
-  lc_teardown(&L);
+  hm_runtime_close(rt);
+  const hm_ffn_config gpu = {0};
+  lc_run_layer_grid(model, layer, experts, tp, s, n, seed, arch, &gpu);
 }
 
 /* V4.1-Flash's dims at TP 2 (experts cut to 32): 320 down tasks and wo_b tasks over 256 CTAs, a step

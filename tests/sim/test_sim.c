@@ -26,6 +26,13 @@ size_t hm_sim_queue_error(const hsa_queue_t *queue, char *buf, size_t cap);
 const char *hm_sim_describe(void);
 void hm_sim_chaos_start_order(uint64_t seed, uint64_t seq, uint32_t n, uint32_t *order);
 
+/* The process's CPU seconds (user + system) so far. */
+static double cpu_seconds(void) {
+  struct rusage r;
+  getrusage(RUSAGE_SELF, &r);
+  return (double)(r.ru_utime.tv_sec + r.ru_stime.tv_sec) + (double)(r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
+}
+
 static void nap_ms(unsigned ms) {
   struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
   nanosleep(&ts, NULL);
@@ -267,14 +274,11 @@ START_TEST(signal_conditions_and_sleeping) {
   hsa_signal_add_relaxed(s, 2);
   ck_assert_int_eq(hsa_signal_load_relaxed(s), 7);
   /* a blocked wait of 300 ms for a value that never comes: it times out and does not burn a core */
-  struct rusage r0, r1;
-  getrusage(RUSAGE_SELF, &r0);
+  const double c0 = cpu_seconds();
   uint64_t t0 = hm_now_test_ns();
   ck_assert_int_eq(hsa_signal_wait_scacquire(s, HSA_SIGNAL_CONDITION_EQ, 0, 300000000ull, HSA_WAIT_STATE_BLOCKED), 7);
   uint64_t waited = hm_now_test_ns() - t0;
-  getrusage(RUSAGE_SELF, &r1);
-  double cpu = (double)(r1.ru_utime.tv_sec - r0.ru_utime.tv_sec + r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) +
-               (double)(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec + r1.ru_stime.tv_usec - r0.ru_stime.tv_usec) / 1e6;
+  double cpu = cpu_seconds() - c0;
   ck_assert_uint_ge(waited, 300000000ull);
   ck_assert_msg(cpu < 0.1, "a 0.3 s blocked wait used %.3f s of CPU", cpu);
   ck_assert_int_eq(hsa_signal_destroy(s), HSA_STATUS_SUCCESS);
@@ -514,13 +518,6 @@ START_TEST(oversubscribed_grid_watchdog) {
   hm_runtime_close(rt);
 }
 END_TEST
-
-/* The process's CPU seconds (user + system) so far. */
-static double cpu_seconds(void) {
-  struct rusage r;
-  getrusage(RUSAGE_SELF, &r);
-  return (double)(r.ru_utime.tv_sec + r.ru_stime.tv_sec) + (double)(r.ru_utime.tv_usec + r.ru_stime.tv_usec) / 1e6;
-}
 
 /* The GPU's grid at TP 4: four agents of 256 CUs, a CTA on each CU (1,024 CTA threads), all polling a
  * flag the host raises later, as a persistent launch's CTAs wait at every hand-off. Together their
