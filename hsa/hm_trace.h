@@ -15,6 +15,11 @@ extern "C" {
  * after its last stamp. Slot 0 is the CTA's prologue (up to the timeline's start stamp), slot s the
  * stage the timeline's stamp s ends. */
 #define HM_TRACE_SLOTS 17u
+/* Levels of a stage's weight lines: level k holds the lines whose earliest reader had passed k runs of
+ * waits in the stage (a work-item's waits on other CTAs' stages in its program order, those with no
+ * weight load between them one run; the last level holds k >= HM_TRACE_LEVELS - 1). They say where in
+ * its stream a stage waits, so the model gates only the loads after a wait on it. */
+#define HM_TRACE_LEVELS 8u
 
 /* One dispatch the trace saw: its agent (GPU index), its order among that agent's dispatches since the
  * trace began (launch), its kernel and grid. */
@@ -31,7 +36,7 @@ typedef struct hm_trace_launch {
 typedef struct hm_trace_stage {
   uint32_t agent, launch, cta, slot;
   uint64_t weight_bytes;
-  uint64_t weight_pre_bytes; /* of weight_bytes, the lines a work-item read before its first wait */
+  uint64_t weight_level_bytes[HM_TRACE_LEVELS]; /* weight_bytes by level (their sum): [0] before any wait */
   uint64_t handoff_bytes;
   uint64_t dev_store_bytes;  /* stores not at system scope (plain, device-scope, atomics at agent scope) */
   uint64_t sys_store_bytes;  /* system-scope stores, this agent's memory or a peer's */
@@ -41,11 +46,14 @@ typedef struct hm_trace_stage {
 
 /* A wait: a CTA's stage read words another CTA's stage had stored (a device- or system-scope store
  * or atomic store, read with a device- or system-scope or atomic load that returned the stored
- * value), once a pair of stages, `words` distinct 4-byte words. */
+ * value), once a pair of stages, `words` distinct 4-byte words. Its level: the lowest level a work-item
+ * of the CTA made it at (capped at HM_TRACE_LEVELS - 1), so the weight lines of a level above it may
+ * have been loaded after it, those at or below it were not. */
 typedef struct hm_trace_wait {
   uint32_t agent, launch, cta, slot;
   uint32_t w_agent, w_launch, w_cta, w_slot;
   uint32_t words;
+  uint32_t level;
 } hm_trace_wait;
 
 /* A whole trace, each array sorted (agent, launch, cta, slot[, writer]): the same launch gives the

@@ -46,6 +46,12 @@ DEV_ARGS_CHECK(st_handoff_args, 56);
 struct st_count_args { u64 counter; u64 ticket; };
 DEV_ARGS_CHECK(st_count_args, 16);
 
+/* st_trace: CTAs 0, 1 and 3 raise their flag (flags[32 cta] = tag); CTA 2 loads lines of `weights`
+ * before, between and after its waits on them (st_trace.cl says which at what level), and stores a
+ * sum of what it loaded in out[lid] */
+struct st_trace_args { u64 weights; u64 flags; u64 out; u32 tag; u32 pad; };
+DEV_ARGS_CHECK(st_trace_args, 32);
+
 /* st_hold: every CTA (1024 work-items, so two fill a CU's wave slots) waits until flag != 0 or
  * `ticks` pass: a kernel that occupies CUs for as long as a test needs; `started` (0: none) counts
  * the CTAs that have begun to wait */

@@ -200,9 +200,12 @@ struct sim_lane {
   enum lane_state state;
   uint32_t wave_parity;       /* which exchange buffer its next wave operation uses */
   uint32_t turns;             /* turns it has ended (its stack canary is checked every few) */
-  /* the trace (trace.c): the stage slot its events count in, and whether it has waited in it */
+  /* the trace (trace.c): the stage slot its events count in, its level there (the runs of waits on
+   * other CTAs' stages it has passed, each run ended by a weight load) and whether it has waited since
+   * its level last rose (its next weight load raises it) */
   uint32_t tr_slot;
-  bool tr_waited;
+  uint32_t tr_level;
+  bool tr_pending;
 };
 
 /* Below each fiber stack, under its canary, a zone no work-item uses (committed only if touched):

@@ -10,8 +10,11 @@
  *    another CTA made (value compared, so a stale read of a poll round never counts); atomic stores and
  *    exchanges are writers too, read-modify-writes are not: a counter's last writer depends on timing;
  *  - weights count as distinct 128-byte lines a CTA's stage (what HBM serves, however its work-items split
- *    a line), and a line is "loaded before the first wait" if any work-item read it before its own wait;
- *    a barrier passes a wait of any of the CTA's work-items on to all of them (what they do after it
+ *    a line), each at the level of its earliest reader (a min over them, so the interleaving does not
+ *    matter). A work-item's level counts the runs of waits it has passed in the stage, in its program
+ *    order: waits with no weight load between them are one run at one level, so a work-item that polls
+ *    several flags in whatever order they come up (the route stage), or reads the data a flag published,
+ *    traces the same; a barrier raises every work-item to the CTA's highest level (what they do after it
  *    waited too). */
 #include <pthread.h>
 #include <stdio.h>
@@ -27,7 +30,13 @@ _Static_assert(HM_TRACE_MFMA_KINDS == DEV_MFMA_OP_COUNT, "hm_trace.h's matrix ki
 _Static_assert(HM_TRACE_SLOTS == DEV_TL_SLOTS + 1u, "a trace slot a timeline slot, and the tail");
 
 struct tr_dep {
-  uint32_t slot, w_agent, w_launch, w_cta, w_slot, words;
+  uint32_t slot, w_agent, w_launch, w_cta, w_slot, words, level;
+};
+
+/* A weight line of a stage and its level (the fewest waits a work-item that read it had passed). */
+struct tr_line {
+  uint64_t key; /* (line | slot) + 1: lines are 128-byte aligned; 0 empty */
+  uint32_t level;
 };
 
 struct sim_trace_cta {
@@ -37,6 +46,8 @@ struct sim_trace_cta {
   uint32_t ndeps, capdeps;
   uint64_t *seen; /* (word address << 6 | slot << 1 | waited) + 1, open addressing; 0 empty */
   uint32_t seen_cap, seen_used;
+  struct tr_line *lines; /* open addressing */
+  uint32_t lines_cap, lines_used;
 };
 
 /* The writer of a word: the last traced plain or atomic store to it. */
@@ -203,13 +214,15 @@ bool sim_trace_cta_begin(struct sim_cta *c) {
   t->top = 0, t->ndeps = 0;
   if (t->seen) memset(t->seen, 0, (size_t)t->seen_cap * sizeof *t->seen);
   t->seen_used = 0;
-  for (uint32_t i = 0; i < c->size; i++) c->lanes[i].tr_slot = 0, c->lanes[i].tr_waited = false;
+  if (t->lines) memset(t->lines, 0, (size_t)t->lines_cap * sizeof *t->lines);
+  t->lines_used = 0;
+  for (uint32_t i = 0; i < c->size; i++) c->lanes[i].tr_slot = 0, c->lanes[i].tr_level = 0, c->lanes[i].tr_pending = false;
   return true;
 }
 
 void sim_trace_cta_free(struct sim_cta *c) {
   if (!c->tr) return;
-  free(c->tr->deps), free(c->tr->seen), free(c->tr);
+  free(c->tr->deps), free(c->tr->seen), free(c->tr->lines), free(c->tr);
   c->tr = NULL;
 }
 
@@ -229,7 +242,7 @@ void sim_trace_cta_end(struct sim_cta *c) {
     for (uint32_t i = 0; i < t->ndeps; i++) {
       const struct tr_dep *p = &t->deps[i];
       T.out.waits[T.out.nwaits++] = (hm_trace_wait){d->k->agent->gpu_index, d->tr_launch, c->id, p->slot,
-                                                    p->w_agent, p->w_launch, p->w_cta, p->w_slot, p->words};
+                                                    p->w_agent, p->w_launch, p->w_cta, p->w_slot, p->words, p->level};
     }
   } else if (atomic_load(&T.on)) {
     T.oom = true;
@@ -271,23 +284,54 @@ static bool seen_first(struct sim_trace_cta *t, uint32_t slot, uintptr_t a, bool
   return seen_key(t, ((uint64_t)a << 6 | slot << 1 | (waited ? 1u : 0u)) + 1);
 }
 
-/* (slot, 128-byte line, loaded at all or before a wait): bit 63 keeps these apart from words' keys */
-static bool seen_line(struct sim_trace_cta *t, uint32_t slot, uintptr_t line, bool pre) {
-  return seen_key(t, (1ull << 63 | (uint64_t)line | slot << 2 | (pre ? 2u : 0u)) + 1);
+/* A weight line the stage `slot` read at `level`: the stage's bytes by level, each line at the lowest
+ * level any of its readers read it (a reader at a lower level than an earlier one moves it down). */
+static void line_read(struct sim_trace_cta *t, hm_trace_stage *s, uint32_t slot, uintptr_t line, uint32_t level) {
+  if ((t->lines_used + 1) * 2 > t->lines_cap) {
+    uint32_t ncap = t->lines_cap ? t->lines_cap * 2 : 1u << 12;
+    struct tr_line *n = calloc(ncap, sizeof *n);
+    if (!n) return; /* out of memory: the line counts nothing */
+    for (uint32_t i = 0; i < t->lines_cap; i++)
+      if (t->lines[i].key) {
+        uint32_t j = (uint32_t)(t->lines[i].key * 0x9e3779b97f4a7c15ull >> 32) & (ncap - 1);
+        while (n[j].key) j = (j + 1) & (ncap - 1);
+        n[j] = t->lines[i];
+      }
+    free(t->lines);
+    t->lines = n, t->lines_cap = ncap;
+  }
+  const uint64_t key = ((uint64_t)line | slot) + 1;
+  uint32_t j = (uint32_t)(key * 0x9e3779b97f4a7c15ull >> 32) & (t->lines_cap - 1);
+  while (t->lines[j].key && t->lines[j].key != key) j = (j + 1) & (t->lines_cap - 1);
+  if (!t->lines[j].key) {
+    t->lines[j] = (struct tr_line){key, level};
+    t->lines_used++;
+    s->weight_bytes += SIM_LINE;
+    s->weight_level_bytes[level] += SIM_LINE;
+  } else if (level < t->lines[j].level) {
+    s->weight_level_bytes[t->lines[j].level] -= SIM_LINE;
+    s->weight_level_bytes[level] += SIM_LINE;
+    t->lines[j].level = level;
+  }
 }
 
-static void add_dep(struct sim_trace_cta *t, uint32_t slot, const struct tr_word *w) {
+/* The wait of stage `slot` on w's stage, made at `level`: its record (its words counted when `word_new`)
+ * keeps the lowest level any work-item made it at. */
+static void add_dep(struct sim_trace_cta *t, uint32_t slot, const struct tr_word *w, bool word_new, uint32_t level) {
   for (uint32_t i = t->ndeps; i-- > 0;) {
     struct tr_dep *p = &t->deps[i];
     if (p->slot == slot && p->w_agent == w->agent && p->w_launch == w->launch && p->w_cta == w->cta &&
         p->w_slot == w->slot) {
-      p->words++;
+      p->words += word_new;
+      if (level < p->level) p->level = level;
       return;
     }
   }
-  if (!grow((void **)&t->deps, &t->capdeps, t->ndeps + 1, sizeof *t->deps)) return;
-  t->deps[t->ndeps++] = (struct tr_dep){slot, w->agent, w->launch, w->cta, w->slot, 1};
+  if (!word_new || !grow((void **)&t->deps, &t->capdeps, t->ndeps + 1, sizeof *t->deps)) return;
+  t->deps[t->ndeps++] = (struct tr_dep){slot, w->agent, w->launch, w->cta, w->slot, 1, level};
 }
+
+static uint32_t level_cap(uint32_t level) { return level < HM_TRACE_LEVELS ? level : HM_TRACE_LEVELS - 1; }
 
 /* A device- or system-scope read of `bytes` at p that returned `val` (a poll, or data a flag published):
  * the words among them another CTA's traced store wrote, each once a stage, are waits and hand-off bytes.
@@ -311,8 +355,11 @@ static void handoff_read(struct sim_lane *l, const void *p, const void *val, uin
     if (dep) found = *w;
     pthread_mutex_unlock(&T.lock);
     if (dep) {
-      l->tr_waited = true;
-      if (seen_first(t, l->tr_slot, a, true)) add_dep(t, l->tr_slot, &found), s->handoff_bytes += 4;
+      /* at the work-item's level; the weights it loads next are above it */
+      l->tr_pending = true;
+      const bool word_new = seen_first(t, l->tr_slot, a, true);
+      add_dep(t, l->tr_slot, &found, word_new, level_cap(l->tr_level));
+      if (word_new) s->handoff_bytes += 4;
     }
   }
 }
@@ -321,13 +368,12 @@ void sim_trace_load(struct sim_lane *l, const void *p, const void *out, uint32_t
   hm_trace_stage *s = stage_of(l);
   if (cp == DEV_HOST_CP_NT) {
     /* weights count as the lines HBM serves, each once a CTA's stage however many of its work-items
-     * read words of it (a scale byte each, or a 16-byte piece each); a line any work-item read before
-     * its wait counts as loaded before the wait (a set, so the work-items' interleaving does not matter) */
+     * read words of it (a scale byte each, or a 16-byte piece each), at the lowest level a work-item
+     * read it (a min, so the work-items' interleaving does not matter) */
     struct sim_trace_cta *t = l->cta->tr;
-    for (uintptr_t a = (uintptr_t)p & ~(uintptr_t)(SIM_LINE - 1); a < (uintptr_t)p + bytes; a += SIM_LINE) {
-      if (seen_line(t, l->tr_slot, a, false)) s->weight_bytes += SIM_LINE;
-      if (!l->tr_waited && seen_line(t, l->tr_slot, a, true)) s->weight_pre_bytes += SIM_LINE;
-    }
+    if (l->tr_pending) l->tr_level++, l->tr_pending = false;
+    for (uintptr_t a = (uintptr_t)p & ~(uintptr_t)(SIM_LINE - 1); a < (uintptr_t)p + bytes; a += SIM_LINE)
+      line_read(t, s, l->tr_slot, a, level_cap(l->tr_level));
   } else if (cp == DEV_HOST_CP_PLAIN) {
     s->handoff_bytes += bytes; /* no poll reads through the L1, so every one counts */
   } else {
@@ -386,12 +432,19 @@ void sim_trace_mfma(struct sim_lane *l, enum dev_mfma_op op) {
 
 void sim_trace_stage(struct sim_lane *l, uint32_t slot) {
   l->tr_slot = slot + 1 < HM_TRACE_SLOTS ? slot + 1 : HM_TRACE_SLOTS - 1;
-  l->tr_waited = false;
+  l->tr_level = 0, l->tr_pending = false;
 }
 
+/* After a barrier every work-item is past every wait any of them made before it: each takes the CTA's
+ * highest level, pending if a work-item at that level waited since it rose (the waits at lower levels
+ * gate that level's lines already, in the model). */
 void sim_trace_barrier(struct sim_cta *c) {
-  bool any = false;
-  for (uint32_t i = 0; i < c->size && !any; i++) any = c->lanes[i].tr_waited;
-  if (any)
-    for (uint32_t i = 0; i < c->size; i++) c->lanes[i].tr_waited = true;
+  uint32_t top = 0;
+  bool pending = false;
+  for (uint32_t i = 0; i < c->size; i++) {
+    const struct sim_lane *l = &c->lanes[i];
+    if (l->tr_level > top) top = l->tr_level, pending = false;
+    if (l->tr_level == top) pending |= l->tr_pending;
+  }
+  for (uint32_t i = 0; i < c->size; i++) c->lanes[i].tr_level = top, c->lanes[i].tr_pending = pending;
 }

@@ -40,7 +40,8 @@ START_TEST(weights_only_at_floor) {
     const uint64_t per = 1u << 20; /* bytes a CTA: 256 MB over MI355X's grid */
     hm_trace_stage *st = calloc(G, sizeof *st);
     ck_assert_ptr_nonnull(st);
-    for (uint32_t c = 0; c < G; c++) st[c] = (hm_trace_stage){.cta = c, .slot = 0, .weight_bytes = per};
+    for (uint32_t c = 0; c < G; c++)
+      st[c] = (hm_trace_stage){.cta = c, .slot = 0, .weight_bytes = per, .weight_level_bytes = {per}};
     hm_trace_launch l = {.agent = 0, .launch = 0, .ctas = G, .kernel = "stream"};
     hm_trace t = made(st, G, NULL, 0, &l, 1);
     hm_model_result r;
@@ -138,21 +139,28 @@ static void expect_ffn_trace(const hm_trace *t) {
     ck_assert_uint_eq(t->launches[a].ctas, GRID);
   }
   uint64_t weights = 0, peer = 0, mfma = 0;
-  uint32_t stamped = 0;
+  uint32_t stamped = 0, leveled = 0;
   for (uint32_t i = 0; i < t->nstages; i++) {
     ck_assert_uint_le(t->stages[i].slot, 12);
     stamped += t->stages[i].slot < 12;
     weights += t->stages[i].weight_bytes, peer += t->stages[i].peer_store_bytes;
     for (int k = 0; k < HM_TRACE_MFMA_KINDS; k++) mfma += t->stages[i].mfma[k];
-    ck_assert_uint_le(t->stages[i].weight_pre_bytes, t->stages[i].weight_bytes);
+    uint64_t sum = 0;
+    for (uint32_t k = 0; k < HM_TRACE_LEVELS; k++) sum += t->stages[i].weight_level_bytes[k];
+    ck_assert_uint_eq(sum, t->stages[i].weight_bytes);
+    leveled += t->stages[i].weight_level_bytes[0] < t->stages[i].weight_bytes;
   }
+  /* some stage loads weights after a wait: the GEMVs' loads after their first wait on activations */
+  ck_assert_uint_gt(leveled, 0);
   ck_assert_uint_eq(stamped, TP * GRID * 12);
   ck_assert_uint_gt(weights, 0);
   ck_assert_uint_gt(peer, 0);
   ck_assert_uint_gt(mfma, 0);
-  uint32_t dev = 0, sys = 0;
+  uint32_t dev = 0, sys = 0, later = 0;
   for (uint32_t i = 0; i < t->nwaits; i++) {
     const hm_trace_wait *w = &t->waits[i];
+    ck_assert_uint_lt(w->level, HM_TRACE_LEVELS);
+    later += w->level > 0;
     ck_assert(!(w->agent == w->w_agent && w->cta == w->w_cta)); /* a CTA does not wait on itself */
     ck_assert_uint_gt(w->words, 0);
     if (w->agent == w->w_agent) dev++;
@@ -160,6 +168,7 @@ static void expect_ffn_trace(const hm_trace *t) {
   }
   ck_assert_uint_gt(dev, 0);
   ck_assert_uint_gt(sys, 0);
+  ck_assert_uint_gt(later, 0); /* a stage that waits twice (the down projection: its activations, then the shared) */
 }
 
 static void expect_same_trace(const hm_trace *a, const hm_trace *b, const char *what) {
@@ -173,7 +182,8 @@ static void expect_same_trace(const hm_trace *a, const hm_trace *b, const char *
                   "%llu/%llu",
                   what, i, a->stages[i].agent, a->stages[i].cta, a->stages[i].slot,
                   (unsigned long long)a->stages[i].weight_bytes, (unsigned long long)b->stages[i].weight_bytes,
-                  (unsigned long long)a->stages[i].weight_pre_bytes, (unsigned long long)b->stages[i].weight_pre_bytes,
+                  (unsigned long long)a->stages[i].weight_level_bytes[0],
+                  (unsigned long long)b->stages[i].weight_level_bytes[0],
                   (unsigned long long)a->stages[i].handoff_bytes, (unsigned long long)b->stages[i].handoff_bytes);
   ck_assert_msg(!memcmp(a->waits, b->waits, a->nwaits * sizeof *a->waits), "%s: waits differ", what);
 }
@@ -243,7 +253,6 @@ START_TEST(word_protocol_halves_pushes) {
 }
 END_TEST
 
-/* Tracing off (never begun): hm_runtime_trace_end hands back nothing. */
 /* A stage that issues part of its weights (P of W bytes) before waiting on another CTA's stage: when the
  * wait passes before that part has streamed in, the stage is one stream from its start and pays the
  * load latency once (L + W / share, the same as a stage with no wait; the model charged L twice before:
@@ -258,7 +267,8 @@ START_TEST(preload_latency_once) {
   for (int binds = 0; binds < 2; binds++) {
     /* CTA 0 writes what CTA 1 waits for: nothing to load (its end is 0) or 1 MB of weights first */
     const uint64_t w0 = binds ? 1u << 20 : 0;
-    hm_trace_stage st[2] = {{.cta = 0, .weight_bytes = w0}, {.cta = 1, .weight_bytes = W, .weight_pre_bytes = P}};
+    hm_trace_stage st[2] = {{.cta = 0, .weight_bytes = w0, .weight_level_bytes = {w0}},
+                            {.cta = 1, .weight_bytes = W, .weight_level_bytes = {P, W - P}}};
     hm_trace_wait w = {.cta = 1, .w_cta = 0, .words = 1};
     hm_trace_launch l = {.agent = 0, .ctas = p->cus};
     hm_trace t = made(st, 2, &w, 1, &l, 1);
@@ -279,6 +289,58 @@ START_TEST(preload_latency_once) {
 }
 END_TEST
 
+/* A stage that waits twice: CTA 2 waits for its activations (CTA 0's stage, which ends at once) before
+ * it loads W bytes of weights, then for CTA 1's stage (which streams 1 MB first) before it reads H
+ * bytes CTA 1 published. Its weights are at level 1 (after one wait) and the second wait is at level 1,
+ * so only the hand-off read waits for CTA 1: the weights stream from the first gate. When they take
+ * longer than CTA 1 (W 2 MB) the stage is that stream and the read after it; when not (W 64 KB), the
+ * read pays the load latency again after CTA 1's end. A stage with one gate (its latest wait) charged
+ * every weight after CTA 1's end: gate + L + (W + H) / share. On MI355X's whole grid. */
+START_TEST(second_wait_gates_only_later_loads) {
+  const hm_part *p = hm_part_find("mi355x");
+  const double share = p->hbm_bw / p->cus, L = p->load_lat_s, lat = p->dev_handoff_s;
+  const uint64_t w1 = 1u << 20, H = 4096;
+  for (int hidden = 0; hidden < 2; hidden++) {
+    const uint64_t W = hidden ? 2u << 20 : 64u << 10;
+    hm_trace_stage st[3] = {{.cta = 0},
+                            {.cta = 1, .weight_bytes = w1, .weight_level_bytes = {w1}},
+                            {.cta = 2, .weight_bytes = W, .weight_level_bytes = {0, W}, .handoff_bytes = H}};
+    hm_trace_wait w[2] = {{.cta = 2, .w_cta = 0, .words = 1, .level = 0}, {.cta = 2, .w_cta = 1, .words = 1, .level = 1}};
+    hm_trace_launch l = {.agent = 0, .ctas = p->cus};
+    hm_trace t = made(st, 3, w, 2, &l, 1);
+    hm_model_result r;
+    char err[200];
+    ck_assert_msg(hm_model_run(&t, p, &r, err, sizeof err) == 0, "%s", err);
+    const double stream = lat + L + (double)W / share, late = L + (double)w1 / share + lat;
+    ck_assert(hidden ? stream > late : stream < late); /* the case is the one it says */
+    const double want = hidden ? stream + (double)H / share : late + L + (double)H / share;
+    ck_assert_msg(fabs(r.total_s - want) <= 1e-12 * want, "W %llu: %g s, want %g (one gate: %g)",
+                  (unsigned long long)W, r.total_s, want, late + L + (double)(W + H) / share);
+    ck_assert_msg(fabs(path_sum(&r) - r.total_s) <= 1e-15, "path %g, total %g", path_sum(&r), r.total_s);
+    /* the path: the writer whose gate set the end (CTA 0 when the weights' stream did, else CTA 1), its
+     * hand-off, CTA 2 */
+    ck_assert_uint_eq(r.npath, 3);
+    ck_assert_uint_eq(r.path[0].cta, hidden ? 0 : 1);
+    ck_assert_int_eq(r.path[1].kind, HM_SEG_WAIT);
+    ck_assert_uint_eq(r.path[2].cta, 2);
+    hm_model_result_free(&r);
+  }
+}
+END_TEST
+
+/* A stage whose weight levels do not add up to its weight bytes is a malformed trace: refused. */
+START_TEST(levels_must_sum) {
+  hm_trace_stage st = {.weight_bytes = 256, .weight_level_bytes = {128}};
+  hm_trace_launch l = {.ctas = 1};
+  hm_trace t = made(&st, 1, NULL, 0, &l, 1);
+  hm_model_result r;
+  char err[200];
+  ck_assert_int_eq(hm_model_run(&t, hm_part_find("mi355x"), &r, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "levels") != NULL, "%s", err);
+}
+END_TEST
+
+/* Tracing off (never begun): hm_runtime_trace_end hands back nothing. */
 START_TEST(trace_off_records_nothing) {
   hm_runtime *rt = tl_open_sim();
   hm_trace t;
@@ -294,6 +356,8 @@ Suite *hm_test_suite(void) {
       {"weights_only_at_floor", weights_only_at_floor},
       {"handoff_chain", handoff_chain},
       {"preload_latency_once", preload_latency_once},
+      {"second_wait_gates_only_later_loads", second_wait_gates_only_later_loads},
+      {"levels_must_sum", levels_must_sum},
       {"trace_off_records_nothing", trace_off_records_nothing},
       {"trace_deterministic", trace_deterministic},
       {"word_protocol_halves_pushes", word_protocol_halves_pushes},

@@ -980,6 +980,67 @@ START_TEST(trap_reason_reaches_caller) {
 }
 END_TEST
 
+/* ---------------------------------------------------------------- the trace */
+
+/* The trace's levels (hsa/sim/trace.c) on st_trace, whose loads and waits are known: CTA 2 loads lines
+ * 0..3 before any wait (level 0); its work-item 0 waits on CTAs 0 and 1 with no load between (one run:
+ * both waits at level 0) and loads lines 4, 5; after a barrier every work-item loads lines 4..7 (level
+ * 1: the barrier passed work-item 0's waits on); work-item 1 waits on CTA 3 (level 1) and loads lines 9
+ * and 8 (level 2), work-item 3 line 8 without waiting (level 1: a line is at its lowest reader's level).
+ * The same records with chaos off and under two seeds (any order of the work-items), weak visibility
+ * on. A barrier that did not pass waits on would leave lines 6, 7 at level 0; a line kept at its first
+ * reader's level would put line 8 at 2 when work-item 1 came first. */
+START_TEST(trace_levels) {
+  const char *seeds[] = {NULL, "3", "11"};
+  setenv("HSAMONO_SIM_WEAK", "1", 1);
+  setenv("HSAMONO_SIM_CUS", "4", 1);
+  for (int r = 0; r < 3; r++) {
+    if (seeds[r]) setenv("HSAMONO_SIM_CHAOS", seeds[r], 1);
+    else unsetenv("HSAMONO_SIM_CHAOS");
+    hm_runtime *rt;
+    ck_assert_int_eq(hm_runtime_open("sim", &rt), HM_OK);
+    hm_agent *a = hm_agent_get(rt, 0);
+    hm_queue *q;
+    ck_assert_int_eq(hm_queue_create(a, 64, &q), HM_OK);
+    const hm_kernel *k = t_kernel(t_program(a), "st_trace");
+    uint32_t *w, *flags, *out = t_host(a, 64 * 4);
+    ck_assert_int_eq(hm_mem_alloc(a, HM_POOL_COARSE, 10 * 128, 0, (void **)&w), HM_OK);
+    ck_assert_int_eq(hm_mem_alloc(a, HM_POOL_UNCACHED, 4 * 128, 0, (void **)&flags), HM_OK);
+    ck_assert_int_eq(hm_mem_fill(rt, w, 1, 10 * 32), HM_OK);
+    ck_assert_int_eq(hm_mem_fill(rt, flags, 0, 4 * 32), HM_OK);
+    struct st_trace_args args = {.weights = (uint64_t)(uintptr_t)w, .flags = (uint64_t)(uintptr_t)flags,
+                                 .out = (uint64_t)(uintptr_t)out, .tag = 5};
+    ck_assert_int_eq(hm_runtime_trace_begin(rt), HM_OK);
+    t_run(q, k, 4, &args, sizeof args);
+    hm_trace t;
+    ck_assert_int_eq(hm_runtime_trace_end(rt, &t), HM_OK);
+    ck_assert_uint_eq(out[0], 4); /* it ran: work-item 0 loaded four words of 1 */
+    ck_assert_uint_eq(t.nlaunches, 1);
+    ck_assert_uint_eq(t.nstages, 4);
+    const hm_trace_stage *s = &t.stages[2];
+    ck_assert_uint_eq(s->cta, 2);
+    const uint64_t want[HM_TRACE_LEVELS] = {4 * 128, 5 * 128, 128};
+    ck_assert_uint_eq(s->weight_bytes, 10 * 128);
+    for (uint32_t l = 0; l < HM_TRACE_LEVELS; l++)
+      ck_assert_msg(s->weight_level_bytes[l] == want[l], "chaos %s: level %u has %llu bytes, want %llu",
+                    seeds[r] ? seeds[r] : "off", l, (unsigned long long)s->weight_level_bytes[l],
+                    (unsigned long long)want[l]);
+    ck_assert_uint_eq(t.nwaits, 3);
+    const uint32_t writer[3] = {0, 1, 3}, level[3] = {0, 0, 1};
+    for (uint32_t i = 0; i < 3; i++) {
+      ck_assert_uint_eq(t.waits[i].cta, 2);
+      ck_assert_uint_eq(t.waits[i].w_cta, writer[i]);
+      ck_assert_uint_eq(t.waits[i].words, 1);
+      ck_assert_msg(t.waits[i].level == level[i], "chaos %s: the wait on CTA %u at level %u, want %u",
+                    seeds[r] ? seeds[r] : "off", writer[i], t.waits[i].level, level[i]);
+    }
+    hm_trace_free(&t);
+    hm_runtime_close(rt);
+  }
+  unsetenv("HSAMONO_SIM_CHAOS");
+}
+END_TEST
+
 Suite *hm_test_suite(void) {
   Suite *s = suite_create("sim");
   TCase *tc = tcase_create("agent");
@@ -997,6 +1058,7 @@ Suite *hm_test_suite(void) {
   tcase_add_test(tc, eight_byte_stores_land_whole);
   tcase_add_test(tc, chaos_catches_a_missing_wait);
   tcase_add_test(tc, chaos_is_reproducible);
+  tcase_add_test(tc, trace_levels);
   suite_add_tcase(s, tc);
   /* the GPU's grid of CTA threads, a case of its own (CK_RUN_CASE=gpu_grid) */
   TCase *gg = tcase_create("gpu_grid");

@@ -10,7 +10,7 @@ struct node {
   const hm_trace_stage *st;
   uint32_t wbeg, wend; /* its waits in t->waits */
   int state;           /* 0 not yet, 1 in progress (a cycle if met again), 2 done */
-  double gate, end;    /* when its post-wait work could begin (its start if its preloaded stream set its end); its end */
+  double end;
   int32_t pred;        /* the node its gate came from: -1 none (launch start at 0) */
   double lat;          /* the hand-off latency on that edge (0: its CTA's previous stage or the launch before) */
 };
@@ -22,6 +22,14 @@ struct ctx {
   uint32_t agents;
   char *err;
   unsigned cap;
+};
+
+/* When something could happen and what set it: the stage whose end it follows (-1: the launch's start
+ * at 0) and the hand-off latency on that edge (0: its CTA's previous stage or the launch before). */
+struct src {
+  double t;
+  int32_t pred;
+  double lat;
 };
 
 static int cmp4(const uint32_t *a, const uint32_t *b) {
@@ -97,47 +105,61 @@ static int eval(struct ctx *c, uint32_t i) {
     if (launch_end(c, s->agent, s->launch - 1, &start, &who)) return -1;
     n->pred = who;
   }
-  /* its waits: the latest writer's end plus the hand-off's latency */
-  n->gate = start;
+  /* its waits by level: gate[k] is when the weight lines of level k could be issued, the latest end plus
+   * hand-off latency of the writers its waits below level k read (gate[0] its start); gate[LEVELS] over
+   * every wait, for the lines of the top level (k >= LEVELS - 1), its hand-off reads, stores and matrix
+   * work. Each keeps its source for the critical path. */
+  enum { L = HM_TRACE_LEVELS };
   const int32_t start_pred = n->pred;
+  struct src gate[L + 1];
+  for (uint32_t k = 0; k <= L; k++) gate[k] = (struct src){start, start_pred, 0};
   for (uint32_t k = n->wbeg; k < n->wend; k++) {
     const hm_trace_wait *w = &c->t->waits[k];
     int32_t j = find_stage(c->t, w->w_agent, w->w_launch, w->w_cta, w->w_slot);
     if (j < 0) return fail(c, "a wait on a stage the trace lacks", s);
     if (eval(c, (uint32_t)j)) return -1;
     const double lat = w->w_agent == s->agent ? p->dev_handoff_s : p->sys_handoff_s;
-    if (c->n[j].end + lat > n->gate) n->gate = c->n[j].end + lat, n->pred = j, n->lat = lat;
+    const struct src g = {c->n[j].end + lat, j, lat};
+    for (uint32_t lv = (w->level < L ? w->level : L - 1) + 1; lv <= L; lv++)
+      if (g.t > gate[lv].t) gate[lv] = g;
   }
-  /* its loads after the gate (the rest of its weights, its hand-off reads) and its local stores, from
-   * the gate on, overlapped with its matrix work */
+  gate[L - 1] = gate[L]; /* the top level: gated by every wait (its lines may come after any) */
+  uint64_t levels = 0;
+  for (uint32_t k = 0; k < L; k++) levels += s->weight_level_bytes[k];
+  if (levels != s->weight_bytes) return fail(c, "a stage whose weight levels do not sum to its weight bytes", s);
+  /* one stream from its start: each level's lines join it, or start it again (paying the load latency
+   * again) when their gate comes after the stream has drained; then the hand-off reads and local stores
+   * after every wait. A stage that loads and stores nothing ends at its last gate. */
   const uint64_t local = s->sys_store_bytes - s->peer_store_bytes + s->dev_store_bytes;
-  const uint64_t bytes = s->weight_bytes - s->weight_pre_bytes + s->handoff_bytes + local;
-  const double mem = bytes ? p->load_lat_s + (double)bytes / share : 0;
-  /* the weights it issued before its first wait start one stream at its start, which the loads after
-   * the gate join: the stream's latency is paid once unless the gate comes after the stream has
-   * drained (then the gate's loads pay it again, mem above); the preloaded part overlapped the wait */
-  const double stream =
-      s->weight_pre_bytes ? start + p->load_lat_s + (double)(s->weight_pre_bytes + bytes) / share : 0;
+  const uint64_t rest = s->handoff_bytes + local;
+  struct src e = gate[L];
+  if (s->weight_bytes + rest) {
+    e = (struct src){start + p->load_lat_s + (double)s->weight_level_bytes[0] / share, start_pred, 0};
+    for (uint32_t k = 1; k <= L; k++) {
+      const uint64_t b = k < L ? s->weight_level_bytes[k] : rest;
+      if (!b) continue;
+      const double joined = e.t + (double)b / share, again = gate[k].t + p->load_lat_s + (double)b / share;
+      if (again > joined) e = gate[k], e.t = again;
+      else e.t = joined;
+    }
+  }
+  /* its matrix work after every wait, overlapped with its loads */
   double mma = 0;
   for (int k = 0; k < HM_TRACE_MFMA_KINDS; k++) {
     if (!s->mfma[k]) continue;
     if (p->mfma_flops_clk[k] <= 0) return fail(c, "a matrix instruction the part has not", s);
     mma += (double)s->mfma[k] * p->mfma_flops[k] / (p->mfma_flops_clk[k] * p->clock_hz * cu_scale);
   }
+  if (gate[L].t + mma > e.t) e = gate[L], e.t += mma;
   /* pushes to peers: the grid shares the agent's links to its peers */
   double push = 0;
   if (s->peer_store_bytes) {
     const double links = c->agents > 1 ? c->agents - 1 : 1;
     push = (double)s->peer_store_bytes / (p->xgmi_bw * links / ctas);
   }
-  const double after = n->gate + (mem > mma ? mem : mma);
-  if (stream > after) {
-    /* the stream from its start set its end: the wait did not hold it up, so its start is its source
-     * on the critical path, not the waits */
-    n->end = stream + push, n->gate = start, n->pred = start_pred, n->lat = 0;
-  } else {
-    n->end = after + push;
-  }
+  /* its source on the critical path: the gate (a writer's end and its latency, or its start) that set
+   * its end */
+  n->end = e.t + push, n->pred = e.pred, n->lat = e.lat;
   n->state = 2;
   return 0;
 }
