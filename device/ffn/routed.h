@@ -240,7 +240,7 @@ DEV_INLINE void ffn_down_task(const struct ffn_ctx *c, __local struct ffn_lds *l
     gemv_wtile_load(&sw, &m, 16u * rt, 0u, shs <= 8u * GEMV_MAX_WSTEPS ? shs : 0u, wave, lane);
   }
   ho_flags_wait(ffn_words(c, c->a->L.ugf), 1u, ffn_ug_units(c, lds), c->tag);
-  ho_flags_wait(ffn_words(c, c->a->L.srdy), 1u, ffn_shared_tasks(c), c->tag);
+  ho_flags_wait(ffn_words(c, c->a->L.srdy), 1u, ffn_shared_groups(c), c->tag);
   dev_buf_t MID = dev_buf(ffn_scr(c, c->a->L.mid), S * K * I);
   __global const u32 *MIDS = ffn_words(c, c->a->L.mids);
   for (u32 tile = wave; tile < R->ntiles; tile += 8u) {

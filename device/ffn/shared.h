@@ -5,8 +5,12 @@
 
 #include "ffn.h"
 
-/* Shared tasks: 32 intermediate columns x token tiles. */
-DEV_INLINE u32 ffn_shared_tasks(const struct ffn_ctx *c) { return (c->a->Sh / 32u) * ffn_ntiles(c); }
+/* Shared groups: 32 intermediate columns (one rule-V code) x token tiles, each with its SRDY flag.
+ * Shared tasks: half a group each, 16 columns (spec/mono.md §2.4's split): the even half hands its
+ * activations to the odd one, which quantises the group. Half the bytes a task, so the shared
+ * expert's stream spreads over twice the CUs (36 tasks at TP 4 and one token tile). */
+DEV_INLINE u32 ffn_shared_groups(const struct ffn_ctx *c) { return (c->a->Sh / 32u) * ffn_ntiles(c); }
+DEV_INLINE u32 ffn_shared_tasks(const struct ffn_ctx *c) { return 2u * ffn_shared_groups(c); }
 
 /* bf16(min(g,L) / (1 + expf(-min(g,L)))) then bf16(act * clamp(u, +-L)) (hm_ref_shared_act). */
 DEV_INLINE f32 ffn_shared_act(f32 g, f32 u, f32 limit) {
@@ -55,23 +59,24 @@ DEV_INLINE u32 ffn_act_byte(f32 v, u32 code) {
 #endif
 }
 
-/* One 128-wide K step of a shared task's four row tiles, the wave's A operands and their scales:
+/* One 128-wide K step of a shared task's two row tiles (16 gate rows, 16 up rows), the wave's A
+ * operands and their scales:
  * loaded (ffn_shared_ld) apart from their use (ffn_shared_run), so that a task's first step is in
  * flight before it waits for its activations (spec/mono.md §3.1). gfx942: each step's four K blocks
  * and their codes (device/gemv.h's gemv942_mx8_step, split). */
 typedef struct {
 #if DEV_ARCH_GFX942
-  u64 a[4][4];
-  u32 codes[4];
+  u64 a[2][4];
+  u32 codes[2];
 #else
-  i32x8 a[4];
-  u32 sa[4];
+  i32x8 a[2];
+  u32 sa[2];
 #endif
 } ffn_shared_step;
 
-DEV_INLINE void ffn_shared_ld(ffn_shared_step *w, const gemv_mx8 *m, const u32 row0[4], u32 st, u32 lane) {
+DEV_INLINE void ffn_shared_ld(ffn_shared_step *w, const gemv_mx8 *m, const u32 row0[2], u32 st, u32 lane) {
 #pragma unroll
-  for (u32 r = 0; r < 4u; r++) {
+  for (u32 r = 0; r < 2u; r++) {
 #if DEV_ARCH_GFX942
     u64 a[4];
     gemv942_ld_w(m, row0[r], st, lane, a);
@@ -85,13 +90,13 @@ DEV_INLINE void ffn_shared_ld(ffn_shared_step *w, const gemv_mx8 *m, const u32 r
   }
 }
 
-/* Step st of the four row tiles times the token tile from t0, into acc[r] (the step's K blocks in
+/* Step st of the two row tiles times the token tile from t0, into acc[r] (the step's K blocks in
  * order on gfx942; one scaled MFMA a tile on gfx950). */
-DEV_INLINE void ffn_shared_run(const ffn_shared_step *w, const gemv_act *x, u32 t0, u32 st, u32 lane, f32x4 acc[4]) {
+DEV_INLINE void ffn_shared_run(const ffn_shared_step *w, const gemv_act *x, u32 t0, u32 st, u32 lane, f32x4 acc[2]) {
 #if DEV_ARCH_GFX942
   const u32 tok = gemv942_token(x, t0, lane);
 #pragma unroll
-  for (u32 r = 0; r < 4u; r++) {
+  for (u32 r = 0; r < 2u; r++) {
     const u64 a[4] = {w->a[r][0], w->a[r][1], w->a[r][2], w->a[r][3]};
     acc[r] = gemv942_blocks(a, w->codes[r], x, tok, st, lane, acc[r]);
   }
@@ -99,28 +104,31 @@ DEV_INLINE void ffn_shared_run(const ffn_shared_step *w, const gemv_act *x, u32 
   i32x8 b = gemv_ld_act(x, t0, st, lane);
   u32 sb = gemv_act_scale(x, t0, st, lane);
 #pragma unroll
-  for (u32 r = 0; r < 4u; r++) acc[r] = gemv_mfma_fp8(w->a[r], b, acc[r], w->sa[r], sb);
+  for (u32 r = 0; r < 2u; r++) acc[r] = gemv_mfma_fp8(w->a[r], b, acc[r], w->sa[r], sb);
 #endif
 }
 
-/* One task: columns 32cg..32cg+31 of a token tile (FFN_TILE tokens from t0). Gate rows 32cg.. and
- * up rows Sh + 32cg.. of sgu (4 row tiles); wave w takes the K steps w, w + 8, ... (§2.0 order;
- * gfx942: each step's blocks by fma, device/gemv.h), its first step's weights loaded before the wait
- * on the activations; the waves are added 0..7, g and u rounded to bf16; the activation's rule-V
- * codes and bytes, then the task's flag. */
+/* One task: half h of group cg (columns 32cg + 16h .. +15) of a token tile (FFN_TILE tokens from t0).
+ * Gate rows 32cg + 16h.. and up rows Sh + 32cg + 16h.. of sgu (2 row tiles); wave w takes the K steps
+ * w, w + 8, ... (§2.0 order; gfx942: each step's blocks by fma, device/gemv.h), its first step's
+ * weights loaded before the wait on the activations; the waves are added 0..7, g and u rounded to
+ * bf16, the clamped SiLU. The even half puts its 16 activations a token in tagged pairs (SHV); the odd
+ * half, its own stream done, takes them (waiting for each pair's tag), and quantises the group:
+ * rule-V codes over the 32 columns and their bytes, then the group's SRDY flag. The numbers are the
+ * 32-column task's: each column's sums are its own, whichever task makes them. */
 DEV_INLINE void ffn_shared_task(const struct ffn_ctx *c, __local struct ffn_lds *lds, u32 task) {
   __local struct ffn_lds_gemv *L = &lds->u.gemv;
   const u32 S = c->a->S, D = c->a->D, Sh = c->a->Sh, CG = Sh / 32u;
-  const u32 cg = task % CG, tt = task / CG, t0 = FFN_TILE * tt;
+  const u32 h = task % 2u, cg = task / 2u % CG, tt = task / (2u * CG), t0 = FFN_TILE * tt;
   const u32 lane = dev_lane(), wave = dev_wave(), steps = D / 128u;
   gemv_mx8 m = gemv_mx8_of((__global const u8 *)c->a->sgu, (__global const u8 *)c->a->sgu_s, 2u * Sh, D);
   gemv_act x = gemv_act_of(ffn_scr(c, c->a->L.x8), ffn_scr(c, c->a->L.x8s), S, D);
-  const u32 row0[4] = {32u * cg, 32u * cg + 16u, Sh + 32u * cg, Sh + 32u * cg + 16u};
+  const u32 row0[2] = {32u * cg + 16u * h, Sh + 32u * cg + 16u * h};
   ffn_shared_step w0;
   if (wave < steps) ffn_shared_ld(&w0, &m, row0, wave, lane);
   u32 nt = S - t0 < FFN_TILE ? S - t0 : FFN_TILE;
   ho_flags_wait(ffn_words(c, c->a->L.xrdy) + t0, 1u, nt, c->tag);
-  f32x4 acc[4] = {0, 0, 0, 0};
+  f32x4 acc[2] = {0, 0};
   if (wave < steps) ffn_shared_run(&w0, &x, t0, wave, lane, acc);
   for (u32 st = wave + 8u; st < steps; st += 8u) {
     ffn_shared_step w;
@@ -128,20 +136,28 @@ DEV_INLINE void ffn_shared_task(const struct ffn_ctx *c, __local struct ffn_lds 
     ffn_shared_run(&w, &x, t0, st, lane, acc);
   }
 #pragma unroll
-  for (u32 r = 0; r < 4u; r++) gemv_red_put(&L->red[r], wave, acc[r]);
+  for (u32 r = 0; r < 2u; r++) gemv_red_put(&L->red[r], wave, acc[r]);
   dev_barrier();
-  /* work-item (token j = lid / 32, column i = lid % 32) */
+  /* work-item (token j = lid / 32, group column i = lid % 32): this half's columns are those with
+   * i / 16 == h, its row tiles' column i % 16 */
   const u32 lid = dev_lid(), j = lid / 32u, i = lid % 32u, t = t0 + j;
-  f32 g = fmt_round_bf16(gemv_red_sum(&L->red[i / 16u], i % 16u, j));
-  f32 u = fmt_round_bf16(gemv_red_sum(&L->red[2u + i / 16u], i % 16u, j));
+  const u32 tok = t < S && j < FFN_TILE;
+  f32 g = fmt_round_bf16(gemv_red_sum(&L->red[0], i % 16u, j));
+  f32 u = fmt_round_bf16(gemv_red_sum(&L->red[1], i % 16u, j));
   f32 v = ffn_shared_act(g, u, c->a->swiglu_limit);
-  u32 code = ffn_act_code(FMT_RULE_V, ffn_amax32(v));
-  u32 word = ffn_gather4(ffn_act_byte(v, code), 0);
-  if (t < S && j < FFN_TILE) {
-    if (i % 4u == 0) dev_st_u32((__global u32 *)ffn_scr(c, c->a->L.smq) + ((u64)t * Sh + 32u * cg + i) / 4u, word, DEV_CP_DEV);
-    if (i == 0) dev_st_u32(ffn_words(c, c->a->L.smc) + (u64)t * CG + cg, code, DEV_CP_DEV);
+  __global u64 *shv = (__global u64 *)ffn_scr(c, c->a->L.shv) + ((u64)t * CG + cg) * 16u + i % 16u;
+  if (h == 0u) {
+    if (tok && i < 16u) ho_pair_put(shv, dev_bits_f32(v), c->tag);
+  } else {
+    if (tok && i < 16u) v = dev_f32_bits(ho_pair_get(shv, c->tag));
+    u32 code = ffn_act_code(FMT_RULE_V, ffn_amax32(v));
+    u32 word = ffn_gather4(ffn_act_byte(v, code), 0);
+    if (tok) {
+      if (i % 4u == 0) dev_st_u32((__global u32 *)ffn_scr(c, c->a->L.smq) + ((u64)t * Sh + 32u * cg + i) / 4u, word, DEV_CP_DEV);
+      if (i == 0) dev_st_u32(ffn_words(c, c->a->L.smc) + (u64)t * CG + cg, code, DEV_CP_DEV);
+    }
+    ho_flag_raise(ffn_words(c, c->a->L.srdy) + (u64)cg * ffn_ntiles(c) + tt, c->tag);
   }
-  ho_flag_raise(ffn_words(c, c->a->L.srdy) + (u64)cg * ffn_ntiles(c) + tt, c->tag);
   dev_barrier();
 }
 

@@ -25,7 +25,9 @@ struct hm_ffn_scratch_layout {
   u64 wts;     /* pairs [S][K]: their f32 routing weights */
   u64 smq;     /* u8 [S][Sh] e4m3 rule V of the shared activation */
   u64 smc;     /* u32 [S][Sh/32] its codes, a word each (written by different CTAs) */
-  u64 srdy;    /* u32 [Sh/32][tiles]: a shared task's 32 columns for a token tile are ready */
+  u64 shv;     /* pairs [S][Sh/32][16]: the even half-task's f32 activations of a group, for the odd
+                * half to quantise with its own (device/ffn/shared.h) */
+  u64 srdy;    /* u32 [Sh/32][tiles]: a shared group's 32 columns for a token tile are ready */
   u64 mid;     /* u8 [S*K][I] e4m3 rule A of the routed activation, row = pick position (gfx942:
                 * FNUZ, I = Ir, each 8-byte chunk even K first, layouts.h hm_chunk942_k) */
   u64 mids;    /* u32 [S*K][I/32] its codes, a word each */
@@ -73,7 +75,7 @@ struct ffn_args {
   f32 route_scale, swiglu_limit;
   u32 pad[1];
 };
-DEV_ARGS_CHECK(ffn_args, 584);
+DEV_ARGS_CHECK(ffn_args, 592);
 
 /* Token tiles of the GEMVs (the router's and the shared expert's passes): 16 tokens a 16x16 tile on
  * gfx950, 6 on gfx942 (spec/mono.md §1.1 TILE: its 64 KB of LDS). The host, built for both, sizes
@@ -126,6 +128,7 @@ static inline void ffn_scratch_layout(u32 S, u32 D, u32 E, u32 K, u32 I, u32 Ir,
   l->wts = o, o = ffn_align128(o + P * 8);
   l->smq = o, o = ffn_align128(o + (u64)S * Sh);
   l->smc = o, o = ffn_align128(o + (u64)S * (Sh / 32) * 4);
+  l->shv = o, o = ffn_align128(o + (u64)S * (Sh / 2) * 8);
   l->srdy = o, o = ffn_align128(o + (u64)(Sh / 32) * ffn_tiles_of(S, FFN_TILE_GFX942) * 4);
   l->mid = o, o = ffn_align128(o + P * I);
   l->mids = o, o = ffn_align128(o + P * (I / 32) * 4);

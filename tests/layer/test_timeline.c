@@ -24,7 +24,7 @@ struct stage {
 static uint32_t ffn_stages(const hm_layer_config *c, const hm_rank_dims *d, uint32_t S, struct stage *st) {
   const uint32_t NS = c->hidden / 32, tiles = (S + 15) / 16, r0 = S > 8 ? S : 8;
   const uint32_t router = c->experts / 16 * 4 * tiles, route0 = r0 + router, shared0 = route0 + (S > 8 ? S : 8);
-  const uint32_t shared = d->shared_inter / 32 * tiles;
+  const uint32_t shared = d->shared_inter / 16 * tiles; /* half-tasks of 16 columns (device/ffn/shared.h) */
   const struct stage all[] = {{"start", EVERY, 0},        {"push", EVERY, 0},           {"slice", NS, 0},
                               {"gate", S, NS},            {"norm", S, NS + S},          {"router", router, r0},
                               {"route", S, route0},       {"shared", shared, shared0}, {"route_table", EVERY, 0},
