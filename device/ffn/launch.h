@@ -9,6 +9,15 @@
 #include "routed.h"
 #include "seam.h"
 
+/* A value the compiler is to keep in a VGPR (a wave-uniform value it would otherwise hold in an
+ * SGPR across a stage). */
+DEV_INLINE u32 ffn_in_vgpr(u32 v) {
+#if defined(DEV_GPU)
+  __asm__ volatile("" : "+v"(v));
+#endif
+  return v;
+}
+
 /* The step's context: the epoch (every CTA marks it), its tag 2e + 2, and the two all-reduces'
  * views, whose deadline counts from here. */
 DEV_INLINE void ffn_begin(struct ffn_ctx *c, DEV_ARGSPACE const struct ffn_args *a, __local struct ffn_lds *lds) {
@@ -56,6 +65,9 @@ DEV_INLINE void ffn_stages(struct ffn_ctx *c_, __local struct ffn_lds *lds, u32 
 #define ROUTER0 (S_ > 8u ? S_ : 8u)
 #define ROUTE0 (ROUTER0 + ffn_router_tasks(&c))
 #define SHARED0 (ROUTE0 + (S_ > 8u ? S_ : 8u))
+  /* the down stage's first CTA, the one after the last gate/up unit, computed where it is used and
+   * kept in a VGPR: held in SGPRs through the stage before it, K2 spilled two on gfx950 */
+#define ffn_down_base(c_, lds_) ffn_in_vgpr(SHARED0 + ffn_shared_tasks(c_) + ffn_ug_units(c_, lds_))
   /* the attention output's all-reduce and the FFN seam */
   if (push) {
     struct ffn_ctx t_ = c;
@@ -75,7 +87,10 @@ DEV_INLINE void ffn_stages(struct ffn_ctx *c_, __local struct ffn_lds *lds, u32 
   ffn_route_table(&c, lds);
   FFN_TL(DEV_TL_EVERY, 0u);
   FFN_STAGE(u, ffn_ug_units(&c, lds), SHARED0 + ffn_shared_tasks(&c), ffn_ug_unit(&t_, lds, u))
-  FFN_STAGE(rt, ffn_down_tasks(&c), 0u, ffn_down_task(&t_, lds, rt))
+  /* the down tasks go on round the grid from the CTA after the last gate/up unit: those past the
+   * grid's end (320 tasks of 16 rows on 256 CTAs) land on the CTAs that ran the fewest pieces before
+   * (at one row, none), not on CTAs 0-63 whatever they ran */
+  FFN_STAGE(rt, ffn_down_tasks(&c), ffn_down_base(&c, lds), ffn_down_task(&t_, lds, rt))
   /* the MoE output's all-reduce */
   FFN_STAGE(j, NS_, 0u, ffn_reduce(&t_, j))
 #undef FFN_STAGE
@@ -85,6 +100,7 @@ DEV_INLINE void ffn_stages(struct ffn_ctx *c_, __local struct ffn_lds *lds, u32 
 #undef ROUTER0
 #undef ROUTE0
 #undef SHARED0
+#undef ffn_down_base
   *c_ = c;
 }
 

@@ -197,6 +197,11 @@ DEV_INLINE u32 ffn_sw2_steps(const gemv_mx8 *m) {
 #endif
 }
 
+/* K steps of a down task's first slot tile loaded before its waits, and step s of them: selected by
+ * constant indices (a register array indexed by a variable would go to scratch). */
+#define FFN_DOWN_PRE 4u
+#define ffn_down_pre(arr, s) ((s) == 0u ? (arr)[0] : (s) == 1u ? (arr)[1] : (s) == 2u ? (arr)[2] : (arr)[3])
+
 /* Task rt: hidden rows 16rt..16rt+15. Routed: per slot tile (waves take tiles w, w + 8, ...) w2 x
  * MID over K = I, even steps on chain A, odd on B, contrib = A + B. Shared: sw2 x SMQ over K = Sh
  * in the §2.0 order, bf16. Combine per token: routed = bf16(routed + bf16(contrib_k * w_k)) in
@@ -207,24 +212,34 @@ DEV_INLINE void ffn_down_task(const struct ffn_ctx *c, __local struct ffn_lds *l
   const u32 S = c->a->S, D = c->a->D, I = c->a->I, Sh = c->a->Sh, K = c->a->topk;
   const u32 lane = dev_lane(), wave = dev_wave(), isteps = I / 128u;
   const u32 real_blocks = (c->a->Ir + 31u) / 32u; /* MID blocks the gate/up stage writes */
-  /* the first K step of the wave's first slot tile is in flight before the waits on MID and SMQ (the
-   * route table, in LDS since the route stage, names its expert) */
+  /* the first FFN_DOWN_PRE K steps of the wave's first slot tile (V4.1-Flash: 4 of its 5 at TP 4, 4
+   * of 9 at TP 2) are in flight before the waits on MID and SMQ (the route table, in LDS since the
+   * route stage, names its expert): most of a task's routed weights stream while the gate/up units
+   * finish, not after them (spec/mono.md §3.1) */
 #if DEV_ARCH_GFX942
-  u32x4 wq0 = 0;
-  if (wave < R->ntiles && I >= 32u) {
-    const u32 e = R->tile_expert[wave];
-    dev_buf_t W = dev_buf((__global const void *)(c->a->w2 + (u64)e * D * (I / 2u)), D * (I / 2u));
-    wq0 = gemv942_ld_fp4(W, rt * 8u * I, I / 2u, 0u, lane);
+  u32x4 wq0[FFN_DOWN_PRE];
+#pragma unroll
+  for (u32 s = 0; s < FFN_DOWN_PRE; s++) {
+    wq0[s] = 0;
+    if (wave < R->ntiles && 4u * s < I / 32u) {
+      const u32 e = R->tile_expert[wave];
+      dev_buf_t W = dev_buf((__global const void *)(c->a->w2 + (u64)e * D * (I / 2u)), D * (I / 2u));
+      wq0[s] = gemv942_ld_fp4(W, rt * 8u * I, I / 2u, s, lane);
+    }
   }
 #else
-  i32x8 a0 = 0;
-  u32 sa0 = 0;
-  if (wave < R->ntiles && isteps) {
-    const u32 e = R->tile_expert[wave];
-    dev_buf_t W = dev_buf((__global const void *)(c->a->w2 + (u64)e * D * (I / 2u)), D * (I / 2u));
-    __global const u8 *WS = (__global const u8 *)c->a->w2_s + (u64)e * D * c->a->w2_cols;
-    a0 = gemv_ld_fp4(W, rt * 8u * I, 0u, lane);
-    sa0 = ffn_shuffled_scale(WS, 16u * rt + lane % 16u, lane / 16u, c->a->w2_cols);
+  i32x8 a0[FFN_DOWN_PRE];
+  u32 sa0[FFN_DOWN_PRE];
+#pragma unroll
+  for (u32 s = 0; s < FFN_DOWN_PRE; s++) {
+    a0[s] = 0, sa0[s] = 0;
+    if (wave < R->ntiles && s < isteps) {
+      const u32 e = R->tile_expert[wave];
+      dev_buf_t W = dev_buf((__global const void *)(c->a->w2 + (u64)e * D * (I / 2u)), D * (I / 2u));
+      __global const u8 *WS = (__global const u8 *)c->a->w2_s + (u64)e * D * c->a->w2_cols;
+      a0[s] = gemv_ld_fp4(W, rt * 8u * I, s, lane);
+      sa0[s] = ffn_shuffled_scale(WS, 16u * rt + lane % 16u, 4u * s + lane / 16u, c->a->w2_cols);
+    }
   }
 #endif
   /* and the wave's steps of the shared down rows (K = Sh: its whole share when the wave's steps fit
@@ -257,7 +272,7 @@ DEV_INLINE void ffn_down_task(const struct ffn_ctx *c, __local struct ffn_lds *l
     const u32 nblk = I / 32u, tok_ok = lane % 16u < n;
     __global const u8 *WC = (__global const u8 *)c->a->w2_s + (u64)e * D * nblk;
     for (u32 s = 0; 4u * s < nblk; s++) {
-      u32x4 wq = tile == wave && s == 0 ? wq0 : gemv942_ld_fp4(W, rt * 8u * I, I / 2u, s, lane);
+      u32x4 wq = tile == wave && s < FFN_DOWN_PRE ? ffn_down_pre(wq0, s) : gemv942_ld_fp4(W, rt * 8u * I, I / 2u, s, lane);
       for (u32 b = 0; b < 4u && 4u * s + b < nblk; b++) {
         u32 blk = 4u * s + b;
         u64 xb = 0;
@@ -279,9 +294,9 @@ DEV_INLINE void ffn_down_task(const struct ffn_ctx *c, __local struct ffn_lds *l
     }
 #else
     for (u32 s = 0; s < isteps; s++) {
-      const u32 pre = tile == wave && s == 0;
-      i32x8 a = pre ? a0 : gemv_ld_fp4(W, goff, s, lane);
-      u32 sa = pre ? sa0 : ffn_shuffled_scale(WS, row, 4u * s + lane / 16u, c->a->w2_cols);
+      const u32 pre = tile == wave && s < FFN_DOWN_PRE;
+      i32x8 a = pre ? ffn_down_pre(a0, s) : gemv_ld_fp4(W, goff, s, lane);
+      u32 sa = pre ? ffn_down_pre(sa0, s) : ffn_shuffled_scale(WS, row, 4u * s + lane / 16u, c->a->w2_cols);
       i32x8 b = 0;
       u32 sb = GEMV_UNIT_SCALE;
       if (lane % 16u < n) {
