@@ -547,6 +547,72 @@ START_TEST(k1_timeline_json) {
 }
 END_TEST
 
+/* --trace FILE.csv beside --model: the traced step's records, a line a CTA's stage and a line a wait,
+ * every line the header's 26 fields; a stage's levels add up to its weight bytes; stages that load
+ * weights and waits of both scopes (the slice reads the peer's pushes). Without --model it is refused
+ * as misuse (exit 2, the reason named) and no file is made. 8 CTAs: a quick trace. */
+START_TEST(ffn_model_trace_csv) {
+  char path[] = "/tmp/hm-bench-trace-XXXXXX", file[64], *out;
+  ck_assert_ptr_nonnull(mkdtemp(path));
+  snprintf(file, sizeof file, "%s/t.csv", path);
+  char args[256];
+  snprintf(args, sizeof args, "ffn --config tiny --tp 2 --rows 1 --steps 1 --model mi355x --ctas 8 --trace %s", file);
+  ck_assert_int_eq(run_bench("HSAMONO_RUNTIME=sim", args, &out), 0);
+  free(out);
+  FILE *f = fopen(file, "r");
+  ck_assert_ptr_nonnull(f);
+  char *csv = read_all(f);
+  fclose(f);
+  unsigned lines = 0, stages = 0, loaded = 0, waits = 0, peer_waits = 0;
+  for (char *l = strtok(csv, "\n"); l; l = strtok(NULL, "\n"), lines++) {
+    unsigned fields = 1;
+    for (const char *q = l; *q; q++) fields += *q == ',';
+    ck_assert_msg(fields == 26, "%u fields: %s", fields, l);
+    if (lines == 0) {
+      const char *head = "record,rows,agent,launch,kernel,cta,slot,weight_bytes,level0_bytes,";
+      ck_assert_msg(!strncmp(l, head, strlen(head)) && strstr(l, ",peer_store_bytes,w_agent,w_launch,w_cta,w_slot,words,level"),
+                    "%s", l);
+      continue;
+    }
+    unsigned long long v[20];
+    unsigned rows, agent, launch, cta, slot;
+    char kernel[16];
+    if (!strncmp(l, "stage,", 6)) {
+      ck_assert_int_eq(sscanf(l, "stage,%u,%u,%u,%15[^,],%u,%u,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu", &rows, &agent,
+                              &launch, kernel, &cta, &slot, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8]),
+                       15);
+      ck_assert_str_eq(kernel, "ffn");
+      unsigned long long sum = 0;
+      for (int k = 1; k <= 8; k++) sum += v[k];
+      ck_assert_msg(sum == v[0], "levels %llu, weights %llu: %s", sum, v[0], l);
+      stages++, loaded += v[0] > 0;
+    } else {
+      unsigned wa, wl, wc, ws, words, level;
+      ck_assert_int_eq(sscanf(l, "wait,%u,%u,%u,%15[^,],%u,%u,,,,,,,,,,,,,,%u,%u,%u,%u,%u,%u", &rows, &agent, &launch,
+                              kernel, &cta, &slot, &wa, &wl, &wc, &ws, &words, &level),
+                       12);
+      ck_assert_uint_gt(words, 0);
+      ck_assert_uint_lt(level, 8);
+      waits++, peer_waits += wa != agent;
+    }
+    ck_assert_uint_eq(rows, 1);
+  }
+  ck_assert_uint_gt(stages, 0);
+  ck_assert_uint_gt(loaded, 0);
+  ck_assert_uint_gt(waits, peer_waits);
+  ck_assert_uint_gt(peer_waits, 0);
+  free(csv);
+  unlink(file);
+  /* without --model: misuse, named, and no file */
+  snprintf(args, sizeof args, "ffn --config tiny --tp 2 --rows 1 --trace %s", file);
+  ck_assert_int_eq(run_bench("HSAMONO_RUNTIME=sim", args, &out), 2);
+  ck_assert_ptr_nonnull(strstr(out, "--trace writes the trace --model replays: give --model too"));
+  free(out);
+  ck_assert_int_ne(access(file, F_OK), 0);
+  rmdir(path);
+}
+END_TEST
+
 Suite *hm_test_suite(void) {
   Suite *s = suite_create("bench");
   TCase *tc = tcase_create("bench");
@@ -571,6 +637,7 @@ Suite *hm_test_suite(void) {
   TCase *tm = tcase_create("model");
   tcase_set_timeout(tm, 600);
   tcase_add_test(tm, ffn_model_table);
+  tcase_add_test(tm, ffn_model_trace_csv);
   suite_add_tcase(s, tm);
   return s;
 }

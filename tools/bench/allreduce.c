@@ -196,12 +196,12 @@ int bench_allreduce(int argc, char **argv) {
   static const struct option opts[] = {{"tp", required_argument, 0, 't'},    {"rows", required_argument, 0, 'r'},
                                        {"width", required_argument, 0, 'w'}, {"steps", required_argument, 0, 'n'},
                                        {"warmup", required_argument, 0, 'u'}, {"ctas", required_argument, 0, 'g'},
-                                       {"protocol", required_argument, 0, 'p'}, {"model", required_argument, 0, 'M'},
+                                       {"protocol", required_argument, 0, 'p'}, {"model", required_argument, 0, 'M'}, {"trace", required_argument, 0, 'R'},
                                        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
   static const char *const proto_words[] = {"word", "pair", "both", NULL};
   cli c = {.prog = "hsa-mono-bench allreduce", .usage = usage};
   long tp = o.tp, width = o.width, steps = -1, warmup = -1, ctas = 0, rows[MAX_SIZES];
-  const char *proto_word = "word", *part_word = NULL;
+  const char *proto_word = "word", *part_word = NULL, *trace_path = NULL;
   int opt;
   optind = 1;
   while ((opt = cli_next(&c, argc, argv, opts)) != -1) {
@@ -219,10 +219,13 @@ int bench_allreduce(int argc, char **argv) {
       case 'g': cli_long(&c, 1, MAX_CTAS, &ctas); break;
       case 'p': cli_word(&c, proto_words, &proto_word); break;
       case 'M': cli_word(&c, bench_tm_parts, &part_word); break;
+      case 'R': bench_tm_trace_arg(&c, &trace_path); break;
       case 'h': usage(stdout); return 0;
     }
   }
   if (cli_end(&c, argc, argv)) return CLI_EXIT_MISUSE;
+  if (trace_path && !part_word) return cli_refuse(&c, "--trace writes the trace --model replays: give --model too");
+  bench_tm_trace_to(trace_path);
   o.tp = (unsigned)tp, o.width = (uint32_t)width, o.ctas = (unsigned)ctas;
   o.mpart = part_word ? hm_part_find(part_word) : NULL;
   /* the software agent offers 4 agents unless told otherwise: TP 8 needs 8; a part replays its own
@@ -317,6 +320,7 @@ int bench_allreduce(int argc, char **argv) {
       for (unsigned s = 0; s < nmodel[k]; s++) bench_tm_row_free(&model[k][s]);
     }
   }
+  if (bench_tm_trace_close() && !rc) rc = CLI_EXIT_NOT_RUN;
   hm_runtime_close(rt);
   return rc;
 }

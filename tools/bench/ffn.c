@@ -50,6 +50,7 @@ static void usage(FILE *f) {
 
 int bench_ffn(int argc, char **argv) {
   const char *model = "v41-flash", *tlpath = NULL, *arch_word = "gfx950", *part_word = NULL, *proto_word = "word";
+  const char *trace_path = NULL;
   static const char *const proto_words[] = {"word", "pair", NULL};
   long layer = 3, tp = 4, steps = 0, experts = -1, topk = 0, ctas = 0;
   unsigned long long seed = 1;
@@ -61,7 +62,7 @@ int bench_ffn(int argc, char **argv) {
                                        {"steps", required_argument, 0, 'n'},   {"seed", required_argument, 0, 's'},
                                        {"ctas", required_argument, 0, 'g'},    {"timeline", required_argument, 0, 'T'},
                                        {"arch", required_argument, 0, 'a'},    {"help", no_argument, 0, 'h'},
-                                       {"model", required_argument, 0, 'M'},   {"protocol", required_argument, 0, 'p'},
+                                       {"model", required_argument, 0, 'M'}, {"trace", required_argument, 0, 'R'},   {"protocol", required_argument, 0, 'p'},
                                        {0, 0, 0, 0}};
   cli c = {.prog = "hsa-mono-bench ffn", .usage = usage};
   int o;
@@ -80,11 +81,14 @@ int bench_ffn(int argc, char **argv) {
       case 'T': bench_tl_arg(&c, &tlpath); break;
       case 'a': cli_word(&c, launch_tool_arches, &arch_word); break;
       case 'M': cli_word(&c, bench_tm_parts, &part_word); break;
+      case 'R': bench_tm_trace_arg(&c, &trace_path); break;
       case 'p': cli_word(&c, proto_words, &proto_word); break;
       case 'h': usage(stdout); return 0;
     }
   }
   if (cli_end(&c, argc, argv)) return CLI_EXIT_MISUSE;
+  if (trace_path && !part_word) return cli_refuse(&c, "--trace writes the trace --model replays: give --model too");
+  bench_tm_trace_to(trace_path);
   const hm_arch arch = launch_tool_arch(arch_word);
   uint32_t most = 0;
   for (unsigned i = 0; i < nrows; i++) most = rows[i] > most ? rows[i] : most;
@@ -204,6 +208,7 @@ done:
   bench_tl_free(tl);
   hm_ffn_group_destroy(g);
   if (ws_open) launch_tool_source_close(&ws);
+  if (bench_tm_trace_close() && !rc) rc = CLI_EXIT_NOT_RUN;
   hm_runtime_close(rt);
   return rc;
 }

@@ -51,12 +51,12 @@ int bench_k1(int argc, char **argv) {
   unsigned long long seed = 1;
   uint32_t rows[MAX_ROWS_LIST] = {1, 8};
   unsigned nrows = 2;
-  const char *arch_word = "gfx950", *part_word = NULL;
+  const char *arch_word = "gfx950", *part_word = NULL, *trace_path = NULL;
   static const struct option opts[] = {{"tp", required_argument, 0, 't'},    {"rows", required_argument, 0, 'r'},
                                        {"config", required_argument, 0, 'c'}, {"layer", required_argument, 0, 'l'},
                                        {"steps", required_argument, 0, 'n'},  {"seed", required_argument, 0, 's'},
                                        {"ctas", required_argument, 0, 'g'},   {"arch", required_argument, 0, 'a'},
-                                       {"help", no_argument, 0, 'h'},        {"model", required_argument, 0, 'M'},
+                                       {"help", no_argument, 0, 'h'},        {"model", required_argument, 0, 'M'}, {"trace", required_argument, 0, 'R'},
                                        {"timeline", required_argument, 0, 'T'}, {0, 0, 0, 0}};
   cli c = {.prog = "hsa-mono-bench k1", .usage = usage};
   int o;
@@ -73,10 +73,13 @@ int bench_k1(int argc, char **argv) {
       case 'T': bench_tl_arg(&c, &tlpath); break;
       case 'a': cli_word(&c, launch_tool_arches, &arch_word); break;
       case 'M': cli_word(&c, bench_tm_parts, &part_word); break;
+      case 'R': bench_tm_trace_arg(&c, &trace_path); break;
       case 'h': usage(stdout); return 0;
     }
   }
   if (cli_end(&c, argc, argv)) return CLI_EXIT_MISUSE;
+  if (trace_path && !part_word) return cli_refuse(&c, "--trace writes the trace --model replays: give --model too");
+  bench_tm_trace_to(trace_path);
   const hm_arch arch = launch_tool_arch(arch_word);
   /* a part replays its own arch's kernels: MI300X's has no gfx950 instruction, MI355X's no gfx942 code */
   if (part_word && (arch == HM_ARCH_GFX942) != !strcmp(part_word, "mi300x"))
@@ -172,6 +175,7 @@ done:
   bench_tl_free(tl);
   hm_k1_group_destroy(g);
   if (ws_open) launch_tool_source_close(&ws);
+  if (bench_tm_trace_close() && !rc) rc = CLI_EXIT_NOT_RUN;
   hm_runtime_close(rt);
   return rc;
 }

@@ -126,8 +126,8 @@ int bench_layer(int argc, char **argv) {
   unsigned long long seed = 1;
   uint32_t rows[MAX_ROWS_LIST] = {1, 8};
   unsigned nrows = 2;
-  const char *arch_word = "gfx950", *part_word = NULL;
-  static const struct option opts[] = {{"model", required_argument, 0, 'M'}, {"layer", required_argument, 0, 'l'},   {"tp", required_argument, 0, 't'},
+  const char *arch_word = "gfx950", *part_word = NULL, *trace_path = NULL;
+  static const struct option opts[] = {{"model", required_argument, 0, 'M'}, {"trace", required_argument, 0, 'R'}, {"layer", required_argument, 0, 'l'},   {"tp", required_argument, 0, 't'},
                                        {"rows", required_argument, 0, 'r'},    {"config", required_argument, 0, 'c'},
                                        {"experts", required_argument, 0, 'e'}, {"steps", required_argument, 0, 'n'},
                                        {"seed", required_argument, 0, 's'},    {"ctas", required_argument, 0, 'g'},
@@ -149,10 +149,13 @@ int bench_layer(int argc, char **argv) {
       case 'T': bench_tl_arg(&c, &tlpath); break;
       case 'a': cli_word(&c, launch_tool_arches, &arch_word); break;
       case 'M': cli_word(&c, bench_tm_parts, &part_word); break;
+      case 'R': bench_tm_trace_arg(&c, &trace_path); break;
       case 'h': usage(stdout); return 0;
     }
   }
   if (cli_end(&c, argc, argv)) return CLI_EXIT_MISUSE;
+  if (trace_path && !part_word) return cli_refuse(&c, "--trace writes the trace --model replays: give --model too");
+  bench_tm_trace_to(trace_path);
   const hm_arch arch = launch_tool_arch(arch_word);
   uint32_t most = 0;
   for (unsigned i = 0; i < nrows; i++) most = rows[i] > most ? rows[i] : most;
@@ -223,6 +226,7 @@ int bench_layer(int argc, char **argv) {
     for (unsigned i = 0; i < nrows; i++) bench_tm_row_free(&mrows[i]);
   if (!rc && tl) rc = bench_tl_write(tl, "hsa-mono-bench layer");
   bench_tl_free(tl);
+  if (bench_tm_trace_close()) rc = 1;
   hm_runtime_close(rt);
   return rc ? CLI_EXIT_NOT_RUN : CLI_EXIT_OK;
 }

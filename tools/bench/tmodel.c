@@ -1,5 +1,6 @@
 /* tools/bench/tmodel.c: --model PART of the launch benches: trace one step, replay it with the timing
  * model, print the modelled time beside the HBM floor and the critical path, each line marked a model. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,68 @@
 #include "tmodel.h"
 
 const char *const bench_tm_parts[] = {"mi355x", "mi300x", NULL};
+
+/* --trace's file: open while the bench runs its traced steps (a CLI's one output, so a static) */
+static struct {
+  FILE *f;
+  const char *path;
+} csv;
+
+int bench_tm_trace_arg(cli *c, const char **path) {
+  static const char *const endings[] = {".csv", NULL};
+  return cli_out_path(c, endings, path);
+}
+
+void bench_tm_trace_to(const char *path) { csv.path = path; }
+
+/* The file, opened with its header at the first traced step: 0, or 1 with why on stderr. */
+static int trace_open(void) {
+  if (csv.f) return 0;
+  if (!(csv.f = fopen(csv.path, "w"))) {
+    fprintf(stderr, "--trace %s: %s\n", csv.path, strerror(errno));
+    return 1;
+  }
+  fprintf(csv.f, "record,rows,agent,launch,kernel,cta,slot,weight_bytes");
+  for (unsigned k = 0; k < HM_TRACE_LEVELS; k++) fprintf(csv.f, ",level%u_bytes", k);
+  fprintf(csv.f, ",handoff_bytes,dev_store_bytes,sys_store_bytes,peer_store_bytes,w_agent,w_launch,w_cta,w_slot,"
+                 "words,level\n");
+  return 0;
+}
+
+int bench_tm_trace_close(void) {
+  if (!csv.f) return 0;
+  int bad = ferror(csv.f) | fclose(csv.f);
+  csv.f = NULL;
+  if (bad) fprintf(stderr, "--trace %s: writing failed\n", csv.path);
+  return bad ? 1 : 0;
+}
+
+static const char *launch_kernel(const hm_trace *t, uint32_t agent, uint32_t launch) {
+  for (uint32_t i = 0; i < t->nlaunches; i++)
+    if (t->launches[i].agent == agent && t->launches[i].launch == launch) return t->launches[i].kernel;
+  return "";
+}
+
+/* One traced step's records: its stages (the wait columns empty), then its waits (the stage columns
+ * empty), each kernel named, slots as the trace numbers them (docs/timing_model.md). */
+static void trace_csv(const hm_trace *t, uint32_t rows) {
+  for (uint32_t i = 0; i < t->nstages; i++) {
+    const hm_trace_stage *s = &t->stages[i];
+    fprintf(csv.f, "stage,%u,%u,%u,%s,%u,%u,%llu", rows, s->agent, s->launch, launch_kernel(t, s->agent, s->launch),
+            s->cta, s->slot, (unsigned long long)s->weight_bytes);
+    for (unsigned k = 0; k < HM_TRACE_LEVELS; k++) fprintf(csv.f, ",%llu", (unsigned long long)s->weight_level_bytes[k]);
+    fprintf(csv.f, ",%llu,%llu,%llu,%llu,,,,,,\n", (unsigned long long)s->handoff_bytes,
+            (unsigned long long)s->dev_store_bytes, (unsigned long long)s->sys_store_bytes,
+            (unsigned long long)s->peer_store_bytes);
+  }
+  for (uint32_t i = 0; i < t->nwaits; i++) {
+    const hm_trace_wait *w = &t->waits[i];
+    fprintf(csv.f, "wait,%u,%u,%u,%s,%u,%u,", rows, w->agent, w->launch, launch_kernel(t, w->agent, w->launch), w->cta,
+            w->slot);
+    for (unsigned k = 0; k < HM_TRACE_LEVELS; k++) fputc(',', csv.f);
+    fprintf(csv.f, ",,,,,%u,%u,%u,%u,%u,%u\n", w->w_agent, w->w_launch, w->w_cta, w->w_slot, w->words, w->level);
+  }
+}
 
 int bench_tm_step(hm_runtime *rt, const hm_part *p, hm_status (*step)(void *arg), void *arg, uint32_t rows,
                   bench_tm_row *row) {
@@ -31,6 +94,13 @@ int bench_tm_end(hm_runtime *rt, const hm_part *p, hm_status ran, uint32_t rows,
     return 1;
   }
   char err[256];
+  if (csv.path) {
+    if (trace_open()) {
+      hm_trace_free(&t);
+      return 1;
+    }
+    trace_csv(&t, rows);
+  }
   int rc = hm_model_run(&t, p, &row->r, err, sizeof err);
   /* the launches' kernels stay with the row, to name the path's stages */
   row->launches = t.launches, row->nlaunches = t.nlaunches;

@@ -9,14 +9,17 @@
 #include "hm_hsa.h"
 #include "hm_model.h"
 
-#define BENCH_TM_USAGE "[--model mi355x|mi300x]"
+#define BENCH_TM_USAGE "[--model mi355x|mi300x [--trace FILE.csv]]"
 #define BENCH_TM_HELP                                                                                         \
   "--model PART (mi355x or mi300x): one more step of each width traced on the software agent (what each\n"   \
   "CTA loaded, stored, multiplied and waited for) and replayed by the timing model with the part's figures\n" \
   "(docs/timing_model.md): modelled_us, floor_us (the busiest rank's weight bytes at the part's HBM\n"       \
   "bandwidth), their ratio and the critical path. A model, not a measurement: every such line says so.\n"   \
   "Without --ctas the launches then run the part's own grid, one CTA a CU (256 or 304 a rank), where the\n" \
-  "software agent's agents have that many CUs (their default).\n"
+  "software agent's agents have that many CUs (their default).\n"                                          \
+  "--trace FILE.csv (with --model): the traced steps' records as CSV, a line a CTA's stage (its weight\n"   \
+  "bytes by level, hand-off bytes, stores) and a line a wait (the writer stage, words, level), for\n"       \
+  "reading a critical path's causes (docs/timing_model.md, \"The trace\").\n"
 
 extern const char *const bench_tm_parts[];
 
@@ -37,6 +40,13 @@ typedef struct bench_tm_row {
   bench_tm_names names[BENCH_TM_KERNELS];
   unsigned nnames;
 } bench_tm_row;
+
+/* --trace FILE.csv: the option's argument checked (cli_out_path); the file every traced step's records
+ * go to once bench_tm_trace_to has named it (opened at the first step: a bench refused before it
+ * leaves no file); bench_tm_trace_close closes it (0, or 1 with why on stderr). */
+int bench_tm_trace_arg(cli *c, const char **path);
+void bench_tm_trace_to(const char *path);
+int bench_tm_trace_close(void);
 
 /* The grid --model traces when the user gave none (ctas 0): the part's own, one CTA a CU (256 on MI355X,
  * 304 on MI300X), where rank 0's agent has that many CUs (the software agent's default), so the model
