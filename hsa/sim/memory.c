@@ -234,6 +234,7 @@ static void *copier_main(void *arg) {
     memmove(c->dst, c->src, c->size);
     __atomic_thread_fence(__ATOMIC_RELEASE);
     if (c->completion) {
+      sim_signal_busy(c->completion);
       __atomic_fetch_sub(&c->completion->amd.value, 1, __ATOMIC_RELEASE);
       sim_signal_changed(c->completion);
     }

@@ -45,6 +45,7 @@ void sim_queue_fail(struct sim_queue *q, hsa_status_t status, const char *fmt, .
    * processor or the CTA worker that found the error) */
   if (first && q->callback) q->callback(status, &q->amd->hsa_queue, q->cb_data);
   /* the queue is inactive from here on; wake the processor so it stops waiting */
+  sim_signal_busy(q->doorbell);
   sim_signal_changed(q->doorbell);
 }
 
@@ -67,6 +68,7 @@ static void wait_idle(struct sim_queue *q) {
 static void complete_signal(hsa_signal_t h) {
   struct sim_signal *s = sim_signal_of(h);
   if (!s) return;
+  sim_signal_busy(s);
   __atomic_fetch_sub(&s->amd.value, 1, __ATOMIC_RELEASE);
   sim_signal_changed(s);
 }
@@ -265,6 +267,7 @@ SIM_API hsa_status_t hsa_queue_destroy(hsa_queue_t *queue) {
   struct sim_queue *q = queue_of(queue);
   if (!q) return HSA_STATUS_ERROR_INVALID_QUEUE;
   atomic_store(&q->stop, true);
+  sim_signal_busy(q->doorbell);
   sim_signal_changed(q->doorbell);
   pthread_join(q->thread, NULL);
   /* kernels still running on the queue are stopped (a real queue's destruction does as much) */
@@ -284,6 +287,7 @@ SIM_API hsa_status_t hsa_queue_inactivate(hsa_queue_t *queue) {
   struct sim_queue *q = queue_of(queue);
   if (!q) return HSA_STATUS_ERROR_INVALID_QUEUE;
   atomic_store(&q->failed, true);
+  sim_signal_busy(q->doorbell);
   sim_signal_changed(q->doorbell);
   return HSA_STATUS_SUCCESS;
 }

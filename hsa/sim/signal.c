@@ -2,6 +2,7 @@
  * bumping a futex word, so waiters sleep in the kernel instead of burning a core. */
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,9 +24,15 @@ struct sim_signal *sim_signal_of(hsa_signal_t s) {
   return p;
 }
 
+/* busy counts from before the value changes (seq_cst: a thread that sees the new value sees busy
+ * raised) until after the wake, the last touch of the signal; sim_signal_free waits for it to drop.
+ * Without it the copy engine's wake landed in a signal hm_mem_copy had already destroyed (ASan, CI). */
+void sim_signal_busy(struct sim_signal *s) { atomic_fetch_add_explicit(&s->busy, 1, memory_order_seq_cst); }
+
 void sim_signal_changed(struct sim_signal *s) {
   atomic_fetch_add_explicit(&s->seq, 1, memory_order_release);
   if (atomic_load_explicit(&s->waiters, memory_order_acquire)) futex_wake_all(&s->seq);
+  atomic_fetch_sub_explicit(&s->busy, 1, memory_order_release);
 }
 
 hsa_status_t sim_signal_new(int64_t value, struct sim_signal **out) {
@@ -41,6 +48,7 @@ hsa_status_t sim_signal_new(int64_t value, struct sim_signal **out) {
 
 void sim_signal_free(struct sim_signal *s) {
   if (!s) return;
+  while (atomic_load_explicit(&s->busy, memory_order_acquire)) sched_yield();
   s->magic = 0;
   free(s);
 }
@@ -134,6 +142,7 @@ static void ring(struct sim_signal *s, hsa_signal_value_t v) {
 
 #define STORE(name, order)                                                                                   \
   SIM_API void name(hsa_signal_t s, hsa_signal_value_t v) {                                                 \
+    sim_signal_busy(SIG(s));                                                                                \
     __atomic_store_n(&SIG(s)->amd.value, v, order);                                                         \
     ring(SIG(s), v);                                                                                        \
     sim_signal_changed(SIG(s));                                                                             \
@@ -146,6 +155,7 @@ STORE(hsa_signal_silent_store_screlease, __ATOMIC_RELEASE)
 
 #define RMW(name, fn, order)                                                                                 \
   SIM_API void name(hsa_signal_t s, hsa_signal_value_t v) {                                                 \
+    sim_signal_busy(SIG(s));                                                                                \
     fn(&SIG(s)->amd.value, v, order);                                                                       \
     sim_signal_changed(SIG(s));                                                                             \
   }
@@ -162,6 +172,7 @@ RMW4(xor, __atomic_fetch_xor)
 
 #define XCHG(name, order)                                                                                    \
   SIM_API hsa_signal_value_t name(hsa_signal_t s, hsa_signal_value_t v) {                                   \
+    sim_signal_busy(SIG(s));                                                                                \
     hsa_signal_value_t old = __atomic_exchange_n(&SIG(s)->amd.value, v, order);                             \
     sim_signal_changed(SIG(s));                                                                             \
     return old;                                                                                             \
@@ -174,6 +185,7 @@ XCHG(hsa_signal_exchange_scacq_screl, __ATOMIC_ACQ_REL)
 #define CAS(name, order)                                                                                     \
   SIM_API hsa_signal_value_t name(hsa_signal_t s, hsa_signal_value_t expected, hsa_signal_value_t v) {      \
     hsa_signal_value_t e = expected;                                                                        \
+    sim_signal_busy(SIG(s));                                                                                \
     __atomic_compare_exchange_n(&SIG(s)->amd.value, &e, v, false, order, __ATOMIC_RELAXED);                 \
     sim_signal_changed(SIG(s));                                                                             \
     return e;                                                                                               \

@@ -126,6 +126,7 @@ struct sim_signal {
   amd_signal_t amd;
   _Atomic uint32_t seq;       /* futex word: bumped on every value change */
   _Atomic uint32_t waiters;
+  _Atomic uint32_t busy;      /* changes under way (sim_signal_busy .. sim_signal_changed): destroy waits */
   uint32_t magic;
   bool is_doorbell;
   struct sim_queue *queue;    /* for a doorbell */
@@ -380,6 +381,10 @@ void sim_allocs_release_all(void);
 
 /* signals */
 struct sim_signal *sim_signal_of(hsa_signal_t s);
+/* A change of a signal's value: sim_signal_busy before the value changes, sim_signal_changed after it
+ * (wakes the waiters, ends the change). Destroy waits for changes under way to end: a waiter that saw
+ * the new value may destroy the signal at once, before the changer's wake is done. */
+void sim_signal_busy(struct sim_signal *s);
 void sim_signal_changed(struct sim_signal *s);
 hsa_status_t sim_signal_new(int64_t value, struct sim_signal **out);
 void sim_signal_free(struct sim_signal *s);

@@ -1041,6 +1041,26 @@ START_TEST(trace_levels) {
 }
 END_TEST
 
+/* hm_mem_copy makes a completion signal, waits until the copy engine brings it to 0 and destroys it at
+ * once, while the engine may still be waking the signal's waiters: the engine's wake landed in the
+ * freed signal (ASan in CI, group-source's weight upload). Destroy now waits for a change under way
+ * (hsa/sim/signal.c, busy). A race of a few instructions: many copies, under the ASan build (.ci/asan
+ * runs this suite) a wake into freed memory is fatal. */
+START_TEST(copy_signal_destroyed_at_once) {
+  setenv("HSAMONO_SIM_CUS", "4", 1);
+  hm_runtime *rt;
+  ck_assert_int_eq(hm_runtime_open("sim", &rt), HM_OK);
+  hm_agent *a = hm_agent_get(rt, 0);
+  uint32_t *src = t_host(a, 4096), *dst = t_host(a, 4096);
+  for (uint32_t i = 0; i < 3000; i++) {
+    src[i % 1024] = i;
+    ck_assert_int_eq(hm_mem_copy(rt, dst, src, 4096, (hm_signal){0}), HM_OK);
+    ck_assert_uint_eq(dst[i % 1024], i);
+  }
+  hm_runtime_close(rt);
+}
+END_TEST
+
 Suite *hm_test_suite(void) {
   Suite *s = suite_create("sim");
   TCase *tc = tcase_create("agent");
@@ -1059,6 +1079,7 @@ Suite *hm_test_suite(void) {
   tcase_add_test(tc, chaos_catches_a_missing_wait);
   tcase_add_test(tc, chaos_is_reproducible);
   tcase_add_test(tc, trace_levels);
+  tcase_add_test(tc, copy_signal_destroyed_at_once);
   suite_add_tcase(s, tc);
   /* the GPU's grid of CTA threads, a case of its own (CK_RUN_CASE=gpu_grid) */
   TCase *gg = tcase_create("gpu_grid");
