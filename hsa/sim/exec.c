@@ -266,11 +266,7 @@ static void dispatch_report(struct sim_dispatch *d) {
     /* the CTAs flushed their stores when they ended: this is the packet's release */
     __atomic_thread_fence(__ATOMIC_SEQ_CST);
     struct sim_signal *s = sim_signal_of(d->pkt.completion_signal);
-    if (s) {
-      sim_signal_busy(s);
-      __atomic_fetch_sub(&s->amd.value, 1, __ATOMIC_RELEASE);
-      sim_signal_changed(s);
-    }
+    if (s) sim_signal_complete(s);
   }
   pthread_mutex_lock(&q->lock);
   q->inflight--;

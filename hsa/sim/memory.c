@@ -233,11 +233,7 @@ static void *copier_main(void *arg) {
       sim_signal_wait_value(c->deps[i], HSA_SIGNAL_CONDITION_EQ, 0, UINT64_MAX, &sim.stopping);
     memmove(c->dst, c->src, c->size);
     __atomic_thread_fence(__ATOMIC_RELEASE);
-    if (c->completion) {
-      sim_signal_busy(c->completion);
-      __atomic_fetch_sub(&c->completion->amd.value, 1, __ATOMIC_RELEASE);
-      sim_signal_changed(c->completion);
-    }
+    if (c->completion) sim_signal_complete(c->completion);
     free(c->deps);
     free(c);
     pthread_mutex_lock(&a->lock);

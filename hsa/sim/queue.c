@@ -67,10 +67,7 @@ static void wait_idle(struct sim_queue *q) {
 
 static void complete_signal(hsa_signal_t h) {
   struct sim_signal *s = sim_signal_of(h);
-  if (!s) return;
-  sim_signal_busy(s);
-  __atomic_fetch_sub(&s->amd.value, 1, __ATOMIC_RELEASE);
-  sim_signal_changed(s);
+  if (s) sim_signal_complete(s);
 }
 
 /* Checks of a kernel-dispatch packet; returns NULL and fills why when it is malformed. */

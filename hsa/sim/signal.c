@@ -35,6 +35,12 @@ void sim_signal_changed(struct sim_signal *s) {
   atomic_fetch_sub_explicit(&s->busy, 1, memory_order_release);
 }
 
+void sim_signal_complete(struct sim_signal *s) {
+  sim_signal_busy(s);
+  __atomic_fetch_sub(&s->amd.value, 1, __ATOMIC_RELEASE);
+  sim_signal_changed(s);
+}
+
 hsa_status_t sim_signal_new(int64_t value, struct sim_signal **out) {
   struct sim_signal *s;
   if (posix_memalign((void **)&s, 64, sizeof *s)) return HSA_STATUS_ERROR_OUT_OF_RESOURCES;

@@ -386,6 +386,9 @@ struct sim_signal *sim_signal_of(hsa_signal_t s);
  * the new value may destroy the signal at once, before the changer's wake is done. */
 void sim_signal_busy(struct sim_signal *s);
 void sim_signal_changed(struct sim_signal *s);
+/* A completion (a dispatch's, a barrier packet's, a copy's): the value decremented with release, the
+ * waiters woken, all of it one change. */
+void sim_signal_complete(struct sim_signal *s);
 hsa_status_t sim_signal_new(int64_t value, struct sim_signal **out);
 void sim_signal_free(struct sim_signal *s);
 /* sleep until the signal's change counter moves past seq (or the timeout) */
