@@ -31,6 +31,7 @@ struct hm_ar {
   hm_queue *q;      /* the queue of every hm_allreduce step (they share one epoch) */
   hm_signal sig[SLOTS];
   bool used[SLOTS];
+  uint32_t step[SLOTS]; /* the group's step number of each slot's launch not yet waited for (0: none) */
   unsigned next;
   void **rec;       /* kernel arguments of recorded steps */
   unsigned nrec, rec_cap;
@@ -199,6 +200,7 @@ hm_status hm_allreduce(hm_ar *ar, hm_queue *q, const void *in, void *out, uint32
     return hm_heap_fail(ar->h, s, NULL);
   }
   ar->used[i] = true;
+  ar->step[i] = hm_heap_step_number(ar->h);
   ar->next = (i + 1) % SLOTS;
   ar->q = q;
   return HM_OK;
@@ -235,14 +237,22 @@ hm_status hm_ar_record(hm_ar *ar, hm_chain *c, const void *in, void *out, uint32
 hm_status hm_ar_wait(hm_ar *ar, uint64_t timeout_ns) {
   if (!ar) return hm_fail(HM_ERR_INVALID_ARG, "hm_ar_wait: NULL all-reduce");
   uint64_t deadline = hm_coll_now_ns() + timeout_ns;
+  /* Every step enqueued since the last wait is compared, not only the latest: a peer whose
+   * earlier step was another (more rows) leaves this rank's launch of it waiting for pushes that
+   * never come, while the latest steps agree. */
+  uint32_t first = 0;
+  for (unsigned i = 0; i < SLOTS; i++)
+    if (ar->step[i] && (!first || ar->step[i] < first)) first = ar->step[i];
   for (unsigned i = 0; i < SLOTS; i++) {
     if (!ar->used[i]) continue;
     /* the peers' headers compared while it runs and once it has ended: a disagreement stops
      * the group, and the launch ends at its next poll */
-    hm_status s = hm_heap_wait_step(ar->h, ar->q, ar->sig[i], hm_coll_left(deadline));
+    hm_status s = hm_heap_wait_steps(ar->h, ar->q, ar->sig[i], first ? first : hm_heap_step_number(ar->h),
+                                      hm_coll_left(deadline));
     if (s == HM_ERR_PEER) return __atomic_load_n(ar->status, __ATOMIC_ACQUIRE) ? hm_ar_status(ar) : s;
     /* a fault of this rank's launch (or its wait's end) stops the group, so the peers end now */
     if (s) return hm_heap_fail(ar->h, hm_fail_prefix(s, "hm_ar_wait (rank %u of %u)", ar->h->rank, ar->h->tp), NULL);
   }
+  memset(ar->step, 0, sizeof ar->step); /* compared, each after its launch ended */
   return hm_ar_status(ar);
 }

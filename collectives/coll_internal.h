@@ -38,6 +38,13 @@ hm_status hm_heap_steps_begin(hm_heap *h, const uint64_t *shapes, unsigned n, ui
  * the peers' headers of the same numbers: a disagreement stops the group (*stopped) naming both. */
 hm_status hm_heap_compare_steps(hm_heap *h, uint32_t first, bool *stopped);
 
+/* The number of this rank's latest step (0 before any). */
+uint32_t hm_heap_step_number(hm_heap *h);
+/* hm_heap_wait_step comparing every step numbered first .. the latest (the ring's last
+ * AR_HEADER_RING at most), not only the latest: for a wait on one launch of several in flight
+ * (hm_ar_wait), whose earlier steps a peer may have made otherwise. first 0: none. */
+hm_status hm_heap_wait_steps(hm_heap *h, hm_queue *q, hm_signal done, uint32_t first, uint64_t timeout_ns);
+
 /* This rank's abort word (0: the group is up), read through the copy engine. */
 hm_status hm_heap_read_abort(hm_heap *h, uint32_t *code);
 

@@ -558,10 +558,21 @@ hm_status hm_heap_compare_steps(hm_heap *h, uint32_t first, bool *stopped) {
   return s;
 }
 
+uint32_t hm_heap_step_number(hm_heap *h) {
+  pthread_mutex_lock(&h->lock);
+  uint32_t n = (uint32_t)(h->header >> 32);
+  pthread_mutex_unlock(&h->lock);
+  return n;
+}
+
 hm_status hm_heap_wait_step(hm_heap *h, hm_queue *q, hm_signal done, uint64_t timeout_ns) {
   if (!h || !q) return hm_fail(HM_ERR_INVALID_ARG, "hm_heap_wait_step: NULL heap or queue");
+  return hm_heap_wait_steps(h, q, done, hm_heap_step_number(h), timeout_ns);
+}
+
+hm_status hm_heap_wait_steps(hm_heap *h, hm_queue *q, hm_signal done, uint32_t first, uint64_t timeout_ns) {
   uint64_t start = hm_coll_now_ns(), slice = 2000000ull; /* 2 ms, growing to 50 ms */
-  uint32_t step = (uint32_t)(h->header >> 32);
+  uint32_t step = first; /* 0: no step has begun */
   bool stopped = false;
   for (;;) {
     uint64_t spent = hm_coll_now_ns() - start, left = spent < timeout_ns ? timeout_ns - spent : 0;

@@ -434,6 +434,15 @@ static void *ar_main(void *p) {
   return NULL;
 }
 
+/* A rank's wait for the all-reduce steps it has enqueued, in its own thread. */
+static void *ar_wait_main(void *p) {
+  rank_ar *r = p;
+  r->st = hm_ar_wait(r->ar, 600000000000ull);
+  snprintf(r->err, sizeof r->err, "%s", r->st ? hm_errmsg() : "");
+  r->end = now_s();
+  return NULL;
+}
+
 /* The standalone all-reduce carries the step header too: rank 0 reduces 2 rows, rank 1 one. Rank 1
  * read rank 0's first row and returned HM_OK with it, rank 0 waited out the peer bound for a
  * second row; both now fail at once naming both steps. */
@@ -487,6 +496,45 @@ static void expect_both_named(const hm_status st[2], char err[2][1024], const do
   }
   fprintf(stderr, "both ranks told within %.3f s: %s\n", (end[0] > end[1] ? end[0] : end[1]) - t0, err[0]);
 }
+
+/* Two all-reduces enqueued before one wait, the first of them disagreeing (rank 0 reduces 2 rows
+ * there, rank 1 one), the second alike. hm_ar_wait compared only the latest step, which agrees:
+ * rank 1 completed the first on rank 0's first row and waited in the second for rank 0, whose
+ * first waited out the peer bound for a second row. Every step in flight is compared now: both
+ * fail at once naming the first step. */
+START_TEST(allreduce_earlier_step_disagrees) {
+  tp2 t;
+  tp2_open(&t, &bounded, 8050);
+  const hm_ar_config ac = {.width = 64, .max_rows = 2, .timeout_ns = PEER_NS};
+  hm_ar *ar[2];
+  for (uint32_t r = 0; r < 2; r++) ck_assert_msg(hm_ar_create(t.h[r], &ac, &ar[r]) == HM_OK, "%s", hm_errmsg());
+  double t0 = now_s();
+  hm_status st[2];
+  char err[2][1024];
+  double end[2];
+  /* each rank enqueues both steps, then waits: one thread a rank, as a serving stack's ranks */
+  for (uint32_t r = 0; r < 2; r++) {
+    ck_assert_msg(hm_allreduce(ar[r], t.q[r], t.b[r].buf[1], t.b[r].buf[1], r == 0 ? 2 : 1) == HM_OK, "%s",
+                  hm_errmsg());
+    ck_assert_msg(hm_allreduce(ar[r], t.q[r], t.b[r].buf[1], t.b[r].buf[1], 1) == HM_OK, "%s", hm_errmsg());
+  }
+  rank_ar ra[2];
+  pthread_t th[2];
+  for (uint32_t r = 0; r < 2; r++) {
+    ra[r] = (rank_ar){.ar = ar[r]};
+    ck_assert_int_eq(pthread_create(&th[r], NULL, ar_wait_main, &ra[r]), 0);
+  }
+  for (uint32_t r = 0; r < 2; r++) {
+    pthread_join(th[r], NULL);
+    st[r] = ra[r].st, end[r] = ra[r].end;
+    snprintf(err[r], sizeof err[r], "%s", ra[r].err);
+  }
+  expect_both_named(st, err, end, t0, "step 1 is an all-reduce of ", "an all-reduce of 2 rows");
+  for (uint32_t r = 0; r < 2; r++) ck_assert_msg(strstr(err[r], "an all-reduce of 1 rows"), "%s", err[r]);
+  for (uint32_t r = 0; r < 2; r++) ck_assert_int_eq(hm_ar_destroy(ar[r]), HM_OK);
+  tp2_close(&t);
+}
+END_TEST
 
 /* A replay is a step of its own with a header made as it is replayed: rank 0 replays its FFN
  * launch recorded for 2 rows, rank 1 the same launch recorded for 1 row. Replays carried no header,
@@ -620,6 +668,7 @@ Suite *hm_test_suite(void) {
       {"refusal_stops_peer", refusal_stops_peer},
       {"refused_alike_keeps_group", refused_alike_keeps_group},
       {"allreduce_rows_disagree", allreduce_rows_disagree},
+      {"allreduce_earlier_step_disagrees", allreduce_earlier_step_disagrees},
       {"rows_disagree", rows_disagree},
       {"layers_disagree", layers_disagree},
       {"replay_rows_disagree", replay_rows_disagree},
