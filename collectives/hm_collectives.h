@@ -192,8 +192,9 @@ hm_status hm_allreduce(hm_ar *ar, hm_queue *q, const void *in, void *out, uint32
 hm_status hm_ar_record(hm_ar *ar, hm_chain *c, const void *in, void *out, uint32_t rows);
 /* Wait until every step enqueued by hm_allreduce has completed; then hm_ar_status. Each step
  * publishes its header (hm_heap_step_begin: an all-reduce of `rows`) as it is enqueued, and this
- * wait compares the peers' latest headers with this rank's latest, so ranks whose latest steps
- * disagree (another row count, an FFN step against an all-reduce) fail at once naming both. */
+ * wait compares the peers' headers of every step enqueued since the last wait (the last 8 at
+ * most) with this rank's, so ranks whose steps disagree (another row count, an FFN step against
+ * an all-reduce), the latest or an earlier one, fail at once naming both. */
 hm_status hm_ar_wait(hm_ar *ar, uint64_t timeout_ns);
 /* HM_OK, or HM_ERR_PEER with what the launches reported (which rank was waited for in vain). */
 hm_status hm_ar_status(const hm_ar *ar);
