@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "group_case.h"
 #include "helpers.h"
 #include "hm_ffn.h"
 
@@ -20,33 +21,6 @@
 #define FAST_S 5.0
 
 static const hm_ffn_config bounded = {.min_cus = 1, .reduced_experts = true, .peer_timeout_ns = PEER_NS};
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* One rank's step buffers (1 row, zeroed) on agent a. */
-typedef struct {
-  hm_ffn_io io;
-  void *buf[10];
-} step_bufs;
-
-/* Room for 2 rows (rows_disagree steps 2 on one rank; every step's tensors are checked against
- * their allocations before the launch, so a 1-row buffer would refuse that step on its host). */
-static void bufs_make(hm_runtime *rt, hm_agent *a, uint32_t D, step_bufs *b) {
-  const size_t row[10] = {2 * D, 8 * D, 16, 64, 16, 2 * D, 8 * D, 16, 64, 16};
-  size_t bytes[10];
-  for (int i = 0; i < 10; i++) {
-    bytes[i] = 2 * row[i];
-    ck_assert_int_eq(hm_mem_alloc(a, HM_POOL_COARSE, bytes[i], 0, &b->buf[i]), HM_OK);
-    ck_assert_int_eq(hm_mem_fill(rt, b->buf[i], 0, bytes[i] / 4), HM_OK);
-  }
-  b->io = (hm_ffn_io){.rows = 1, .part = b->buf[0], .res_in = b->buf[1], .post_in = b->buf[2], .comb_in = b->buf[3],
-                      .pre_in = b->buf[4], .out = b->buf[5], .res_out = b->buf[6], .post_out = b->buf[7],
-                      .comb_out = b->buf[8], .pre_out = b->buf[9]};
-}
 
 /* A rank's step in its own thread: its status, message and when it returned. */
 typedef struct {
@@ -64,7 +38,7 @@ static void *step_main(void *p) {
   if (r->delay_us) usleep(r->delay_us);
   r->st = hm_layer_ffn(r->f, r->q, r->io);
   snprintf(r->err, sizeof r->err, "%s", r->st ? hm_errmsg() : "");
-  r->end = now_s();
+  r->end = gc_now_s();
   return NULL;
 }
 
@@ -76,46 +50,19 @@ typedef struct {
   hm_heap *h[2];
   hm_ffn *f[2]; /* layer 3 */
   hm_queue *q[2];
-  step_bufs b[2];
+  gc_bufs b[2];
 } tp2;
-
-typedef struct {
-  hm_runtime *rt;
-  unsigned rank;
-  hm_bootstrap boot;
-  hm_heap *h;
-  hm_status st;
-} heap_rank;
-
-static void *heap_main(void *p) {
-  heap_rank *r = p;
-  hm_heap_config c = {.rank = r->rank, .tp = 2, .half_bytes = 2 * hm_allreduce_region_bytes(2, 96, 4096)};
-  r->st = hm_heap_create(hm_agent_get(r->rt, r->rank), &c, &r->boot, &r->h);
-  return NULL;
-}
 
 static void tp2_open(tp2 *t, const hm_ffn_config *fc, uint64_t seed) {
   hm_layer_config cfg = tl_config("tiny", 3, 0, 0);
   t->rt = tl_open_sim();
   tl_build_group(&cfg, 2, seed, HM_WPART_FFN, t->w);
-  hm_boot_group *g;
-  ck_assert_int_eq(hm_boot_group_create(2, &g), HM_OK);
-  heap_rank hr[2];
-  pthread_t th[2];
+  gc_heaps_create(t->rt, 2, 2 * hm_allreduce_region_bytes(2, 96, 4096), t->h);
   for (unsigned r = 0; r < 2; r++) {
-    hr[r] = (heap_rank){.rt = t->rt, .rank = r};
-    ck_assert_int_eq(hm_bootstrap_threads(g, &hr[r].boot), HM_OK);
-    ck_assert_int_eq(pthread_create(&th[r], NULL, heap_main, &hr[r]), 0);
-  }
-  for (unsigned r = 0; r < 2; r++) pthread_join(th[r], NULL);
-  hm_boot_group_destroy(g);
-  for (unsigned r = 0; r < 2; r++) {
-    ck_assert_msg(hr[r].st == HM_OK, "rank %u's heap failed", r);
-    t->h[r] = hr[r].h;
     ck_assert_msg(hm_ffn_create(t->h[r], &t->w[r], fc, &t->f[r]) == HM_OK, "%s", hm_errmsg());
     hm_agent *a = hm_agent_get(t->rt, r);
     ck_assert_int_eq(hm_queue_create(a, 64, &t->q[r]), HM_OK);
-    bufs_make(t->rt, a, cfg.hidden, &t->b[r]);
+    gc_bufs_make(t->rt, a, cfg.hidden, &t->b[r]);
   }
 }
 
@@ -167,7 +114,7 @@ START_TEST(step_failure_stops_peer) {
     pthread_t th = start_rank0(&t, &r0);
     hm_queue *q = variant == 0 ? NULL : t.q[0];
     ck_assert_int_eq(hm_layer_ffn(t.f[1], q, &t.b[1].io), HM_ERR_INVALID_ARG);
-    double failed_at = now_s();
+    double failed_at = gc_now_s();
     expect_peer_told(&t, failed_at, &r0, th, variant == 0 ? "NULL queue" : "the queue is on agent 0");
     tp2_close(&t);
   }
@@ -190,7 +137,7 @@ START_TEST(refusal_stops_peer) {
     else io.rows = 49;
     hm_status want = variant == 0 ? HM_ERR_INVALID_ARG : HM_ERR_REFUSED;
     ck_assert_int_eq(hm_layer_ffn(t.f[1], t.q[1], &io), want);
-    double failed_at = now_s();
+    double failed_at = gc_now_s();
     /* the refusing rank's own answer is its own reason, unchanged */
     ck_assert_msg(strstr(hm_errmsg(), variant == 0 ? ": out " : "49 rows") && !strstr(hm_errmsg(), "refused its step"),
                   "%s", hm_errmsg());
@@ -237,7 +184,7 @@ START_TEST(create_failure_stops_peer) {
   pthread_t th = start_rank0(&t, &r0);
   hm_ffn *f = NULL;
   ck_assert_int_eq(hm_ffn_create(t.h[1], &t.w[0], &bounded, &f), HM_ERR_INVALID_ARG);
-  double failed_at = now_s();
+  double failed_at = gc_now_s();
   ck_assert_ptr_null(f);
   expect_peer_told(&t, failed_at, &r0, th, "the weights are rank 0's");
   tp2_close(&t);
@@ -295,7 +242,7 @@ static void *replay_main(void *p) {
   r->st = hm_chain_replay(r->c);
   if (!r->st) r->st = hm_chain_wait(r->c, 600000000000ull);
   snprintf(r->err, sizeof r->err, "%s", r->st ? hm_errmsg() : "");
-  r->end = now_s();
+  r->end = gc_now_s();
   return NULL;
 }
 
@@ -358,7 +305,7 @@ static void expect_disagreement(tp2 *t, hm_ffn *f0, hm_ffn *f1, const uint32_t r
   rank_step rs[2] = {{.f = f0, .q = t->q[0], .io = &t->b[0].io}, {.f = f1, .q = t->q[1], .io = &t->b[1].io}};
   hm_ffn_io io[2];
   pthread_t th[2];
-  double t0 = now_s();
+  double t0 = gc_now_s();
   for (uint32_t r = 0; r < 2; r++) {
     io[r] = t->b[r].io;
     io[r].rows = rows[r];
@@ -430,7 +377,7 @@ static void *ar_main(void *p) {
   r->st = hm_allreduce(r->ar, r->q, r->buf, r->buf, r->rows);
   if (!r->st) r->st = hm_ar_wait(r->ar, 600000000000ull);
   snprintf(r->err, sizeof r->err, "%s", r->st ? hm_errmsg() : "");
-  r->end = now_s();
+  r->end = gc_now_s();
   return NULL;
 }
 
@@ -439,7 +386,7 @@ static void *ar_wait_main(void *p) {
   rank_ar *r = p;
   r->st = hm_ar_wait(r->ar, 600000000000ull);
   snprintf(r->err, sizeof r->err, "%s", r->st ? hm_errmsg() : "");
-  r->end = now_s();
+  r->end = gc_now_s();
   return NULL;
 }
 
@@ -452,7 +399,7 @@ START_TEST(allreduce_rows_disagree) {
   const hm_ar_config ac = {.width = 64, .max_rows = 2, .timeout_ns = PEER_NS};
   rank_ar ra[2];
   pthread_t th[2];
-  double t0 = now_s();
+  double t0 = gc_now_s();
   for (uint32_t r = 0; r < 2; r++) {
     ra[r] = (rank_ar){.q = t.q[r], .buf = t.b[r].buf[1], .rows = r == 0 ? 2 : 1};
     ck_assert_msg(hm_ar_create(t.h[r], &ac, &ra[r].ar) == HM_OK, "%s", hm_errmsg());
@@ -508,7 +455,7 @@ START_TEST(allreduce_earlier_step_disagrees) {
   const hm_ar_config ac = {.width = 64, .max_rows = 2, .timeout_ns = PEER_NS};
   hm_ar *ar[2];
   for (uint32_t r = 0; r < 2; r++) ck_assert_msg(hm_ar_create(t.h[r], &ac, &ar[r]) == HM_OK, "%s", hm_errmsg());
-  double t0 = now_s();
+  double t0 = gc_now_s();
   hm_status st[2];
   char err[2][1024];
   double end[2];
@@ -548,7 +495,7 @@ START_TEST(replay_rows_disagree) {
   record_ffn(&t, rows, c);
   rank_replay rr[2] = {{.c = c[0]}, {.c = c[1]}};
   pthread_t th[2];
-  double t0 = now_s();
+  double t0 = gc_now_s();
   for (uint32_t r = 0; r < 2; r++) ck_assert_int_eq(pthread_create(&th[r], NULL, replay_main, &rr[r]), 0);
   for (uint32_t r = 0; r < 2; r++) pthread_join(th[r], NULL);
   const hm_status st[2] = {rr[0].st, rr[1].st};
@@ -585,7 +532,7 @@ START_TEST(replay_one_more) {
   for (uint32_t r = 0; r < 2; r++) pthread_join(th[r], NULL);
   for (uint32_t r = 0; r < 2; r++) ck_assert_msg(rr[r].st == HM_OK, "rank %u: %s", r, rr[r].err);
   /* then rank 0 replays again while rank 1 reduces */
-  double t0 = now_s();
+  double t0 = gc_now_s();
   rr[0] = (rank_replay){.c = c[0]};
   ck_assert_int_eq(pthread_create(&th[0], NULL, replay_main, &rr[0]), 0);
   ck_assert_int_eq(pthread_create(&th[1], NULL, ar_main, &ra), 0);
@@ -622,7 +569,7 @@ START_TEST(replay_second_step_disagrees) {
   }
   rank_replay rr[2] = {{.c = c[0]}, {.c = c[1]}};
   pthread_t th[2];
-  double t0 = now_s();
+  double t0 = gc_now_s();
   for (uint32_t r = 0; r < 2; r++) ck_assert_int_eq(pthread_create(&th[r], NULL, replay_main, &rr[r]), 0);
   for (uint32_t r = 0; r < 2; r++) pthread_join(th[r], NULL);
   const hm_status st[2] = {rr[0].st, rr[1].st};
