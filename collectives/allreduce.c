@@ -167,18 +167,20 @@ static hm_status prepare(hm_ar *ar, const char *fn, const void *in, void *out, u
 }
 
 hm_status hm_allreduce(hm_ar *ar, hm_queue *q, const void *in, void *out, uint32_t rows) {
-  if (!ar || !q) return hm_fail(HM_ERR_INVALID_ARG, "hm_allreduce: NULL all-reduce or queue");
-  if (hm_queue_agent(q) != ar->a)
-    return hm_fail(HM_ERR_INVALID_ARG, "hm_allreduce: the queue is not on the heap's agent %u", hm_agent_index(ar->a));
-  /* two queues could run two steps at once, both reading the same epoch */
-  if (ar->q && q != ar->q)
-    return hm_fail(HM_ERR_INVALID_ARG, "hm_allreduce: every step of an all-reduce goes to the queue of its first step");
+  if (!ar) return hm_fail(HM_ERR_INVALID_ARG, "hm_allreduce: NULL all-reduce");
   struct ar_allreduce_args args;
   hm_dispatch d;
   hm_status s;
   if ((s = hm_ar_status(ar))) return s; /* a failed group takes no more steps */
+  if (!q) s = hm_fail(HM_ERR_INVALID_ARG, "hm_allreduce: NULL queue");
+  else if (hm_queue_agent(q) != ar->a)
+    s = hm_fail(HM_ERR_INVALID_ARG, "hm_allreduce: the queue is not on the heap's agent %u", hm_agent_index(ar->a));
+  /* two queues could run two steps at once, both reading the same epoch */
+  else if (ar->q && q != ar->q)
+    s = hm_fail(HM_ERR_INVALID_ARG, "hm_allreduce: every step of an all-reduce goes to the queue of its first step");
+  else s = prepare(ar, "hm_allreduce", in, out, rows, &args, &d);
   /* refused on this rank alone, the peers' launches would wait for it: they learn at once */
-  if ((s = prepare(ar, "hm_allreduce", in, out, rows, &args, &d))) return hm_heap_step_refused(ar->h, s);
+  if (s) return hm_heap_step_refused(ar->h, s);
   unsigned i = ar->next;
   if (ar->used[i]) {
     /* the step that used this slot SLOTS steps ago: long done unless the group is stuck, and
