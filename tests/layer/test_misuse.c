@@ -12,37 +12,16 @@
 #include "hm_layer.h"
 #include "hm_layer_group.h"
 #include "kernels/k1_args.h"
+#include "step_kinds.h"
 
-#define SENTINEL 0xa5a5a5a5u
+#define SENTINEL SK_SENTINEL
 #define PEER_NS 3000000000ull /* a step that is not refused fails within seconds, not minutes */
 
 static const hm_ffn_config run_cfg = {.min_cus = 1, .peer_timeout_ns = PEER_NS, .step_timeout_ns = 2 * PEER_NS};
 
 /* ---------------------------------------------------------------- memory helpers */
 
-/* runtime memory of `bytes`, every word SENTINEL */
-static void *mem(hm_agent *a, uint64_t bytes, bool host) {
-  void *p;
-  hm_status s = hm_mem_alloc(a, host ? HM_POOL_HOST : HM_POOL_COARSE, bytes, 0, &p);
-  ck_assert_msg(s == HM_OK, "%llu bytes: %s", (unsigned long long)bytes, hm_errmsg());
-  ck_assert_int_eq(hm_mem_fill(hm_agent_runtime(a), p, SENTINEL, bytes / 4), HM_OK);
-  return p;
-}
-
-/* runtime memory holding a copy of src */
-static void *mem_of(hm_agent *a, const void *src, uint64_t bytes, bool host) {
-  void *p = mem(a, bytes, host);
-  if (host) {
-    memcpy(p, src, bytes);
-  } else {
-    void *st = mem(a, bytes, true);
-    memcpy(st, src, bytes);
-    hm_signal none = {0};
-    ck_assert_int_eq(hm_mem_copy(hm_agent_runtime(a), p, st, bytes, none), HM_OK);
-    hm_mem_free(hm_agent_runtime(a), st);
-  }
-  return p;
-}
+#define mem sk_mem
 
 /* every word of n bytes at p (runtime memory of a, or plain memory) still SENTINEL */
 static bool untouched(hm_runtime *rt, hm_agent *a, const void *p, uint64_t n, bool plain) {
@@ -69,6 +48,7 @@ typedef struct world {
   hm_chain *c;
   hm_gen_step st;
   uint32_t S, D, H, Q;
+  sk_target X; /* rank 0's layer, K1, K2, queue and chain, the step: what the kinds step on */
 } world;
 
 static void world_open(world *W) {
@@ -87,6 +67,8 @@ static void world_open(world *W) {
   /* recording needs the width's mailboxes (a record is refused before a step of its width) */
   ck_assert_int_eq(hm_ffn_prepare(W->k2, W->S), HM_OK);
   ck_assert_int_eq(hm_k1_prepare(W->k1, W->S), HM_OK);
+  W->X = (sk_target){.rt = W->rt, .a = W->a0, .l = W->l, .k1 = W->k1, .k2 = W->k2, .q = W->q, .c = W->c,
+                     .st = &W->st, .S = W->S, .D = W->D, .H = W->H};
 }
 
 static void world_close(world *W) {
@@ -98,188 +80,6 @@ static void world_close(world *W) {
   ck_assert_int_eq(hm_runtime_close(W->rt), HM_OK);
 }
 
-/* ---------------------------------------------------------------- the table of tensors */
-
-/* A pointer field of a step's io: its offset, the bytes the step touches from it, whether the
- * host reads it (metadata) and whether the step writes it. */
-typedef struct tensor {
-  const char *name;
-  size_t off;
-  uint64_t bytes;
-  bool host, out;
-} tensor;
-
-static void **field(void *io, size_t off) { return (void **)((char *)io + off); }
-
-/* One step kind: its good io (every tensor exact, SENTINEL-filled or valid metadata) and how to
- * step and record it. */
-typedef struct kind {
-  const char *name;
-  void *io;
-  size_t io_bytes;
-  tensor t[24];
-  unsigned n;
-  hm_status (*accepts)(world *W, const void *io);
-  hm_status (*step)(world *W, const void *io);
-  hm_status (*record)(world *W, const void *io);
-} kind;
-
-static void add(kind *k, const char *name, size_t off, uint64_t bytes, bool host, bool out) {
-  ck_assert_uint_lt(k->n, 24);
-  ck_assert_uint_gt(bytes, 4); /* room for a buffer 4 bytes too small */
-  k->t[k->n++] = (tensor){name, off, bytes, host, out};
-}
-
-/* The good pointers: fresh runtime memory for each tensor (the metadata's contents copied in). */
-static void fill_good(world *W, kind *k, const void *const *src) {
-  for (unsigned i = 0; i < k->n; i++)
-    *field(k->io, k->t[i].off) =
-        src && src[i] ? mem_of(W->a0, src[i], k->t[i].bytes, k->t[i].host) : mem(W->a0, k->t[i].bytes, k->t[i].host);
-}
-
-static void free_good(world *W, kind *k) {
-  for (unsigned i = 0; i < k->n; i++) hm_mem_free(W->rt, *field(k->io, k->t[i].off));
-}
-
-/* ---------------------------------------------------------------- the kinds */
-
-static hm_status ffn_accepts(world *W, const void *io) { return hm_ffn_accepts(W->k2, io); }
-static hm_status ffn_step(world *W, const void *io) { return hm_layer_ffn(W->k2, W->q, io); }
-static hm_status ffn_record(world *W, const void *io) { return hm_ffn_record(W->k2, W->c, io); }
-static hm_status k2_accepts(world *W, const void *io) { return hm_k2_accepts(W->k2, io); }
-static hm_status k2_step(world *W, const void *io) { return hm_k2_step(W->k2, W->q, io); }
-static hm_status k2_record(world *W, const void *io) { return hm_k2_record(W->k2, W->c, io); }
-static hm_status k1_accepts(world *W, const void *io) { return hm_k1_accepts(W->k1, io); }
-static hm_status k1_step(world *W, const void *io) { return hm_k1_step(W->k1, W->q, io); }
-static hm_status k1_record(world *W, const void *io) { return hm_k1_record(W->k1, W->c, io); }
-static hm_status layer_accepts(world *W, const void *io) { return hm_layer_accepts(W->l, io); }
-static hm_status layer_step(world *W, const void *io) { return hm_layer_step(W->l, W->q, io); }
-static hm_status layer_record(world *W, const void *io) { return hm_layer_record(W->l, W->c, io); }
-
-/* The seam's tensors of an io of type T whose fields are named as hm_ffn_io's. */
-#define SEAM_IN(k, T, S, D)                                              \
-  add(k, "res_in", offsetof(T, res_in), (S) * 4ull * (D) * 2, false, false); \
-  add(k, "post_in", offsetof(T, post_in), (S) * 16ull, false, false);        \
-  add(k, "comb_in", offsetof(T, comb_in), (S) * 64ull, false, false);        \
-  add(k, "pre_in", offsetof(T, pre_in), (S) * 16ull, false, false)
-#define SEAM_OUT(k, T, S, D)                                               \
-  add(k, "res_out", offsetof(T, res_out), (S) * 4ull * (D) * 2, false, true); \
-  add(k, "post_out", offsetof(T, post_out), (S) * 16ull, false, true);        \
-  add(k, "comb_out", offsetof(T, comb_out), (S) * 64ull, false, true);        \
-  add(k, "pre_out", offsetof(T, pre_out), (S) * 16ull, false, true)
-
-static hm_ffn_io ffn_io;
-static hm_k2_io k2_io;
-static hm_k1_io k1_io;
-static hm_layer_io layer_io;
-
-/* metadata of the generated step as hm_k1_meta's fields, their host sources and sizes */
-static void meta_fields(world *W, hm_k1_meta *m) {
-  const hm_gen_step *g = &W->st;
-  m->requests = 1, m->bt_stride = g->in.bt_stride;
-  m->comp_block = g->in.comp.block_size, m->comp_blocks = g->in.comp.blocks;
-}
-
-static void add_meta(world *W, kind *k, size_t base, const void **src) {
-  const uint64_t S = W->S;
-  const hm_gen_step *g = &W->st;
-  const struct { const char *n; size_t off; uint64_t bytes; const void *src; } m[] = {
-      {"positions", offsetof(hm_k1_meta, positions), S * 8, g->in.positions},
-      {"slot_mapping", offsetof(hm_k1_meta, slot_mapping), S * 8, g->in.slot_mapping},
-      {"swa_indices", offsetof(hm_k1_meta, swa_indices), S * K1_WINDOW * 4, g->in.swa_indices},
-      {"swa_lens", offsetof(hm_k1_meta, swa_lens), S * 4, g->in.swa_lens},
-      {"token_to_req", offsetof(hm_k1_meta, token_to_req), S * 4, g->in.token_to_req},
-      {"topk", offsetof(hm_k1_meta, topk), S * K1_TOPK * 4, g->in.topk},
-      {"block_table", offsetof(hm_k1_meta, block_table), (uint64_t)g->in.bt_stride * 4, g->in.block_table},
-  };
-  for (unsigned i = 0; i < sizeof m / sizeof *m; i++) {
-    src[k->n] = m[i].src;
-    add(k, m[i].n, base + m[i].off, m[i].bytes, true, false);
-  }
-}
-
-static uint64_t cache_bytes(const hm_kv_cache *c) { return (uint64_t)c->blocks * c->block_stride; }
-static hm_k1_cache cache_of(const hm_kv_cache *c) {
-  return (hm_k1_cache){NULL, c->block_stride, c->block_size, c->blocks};
-}
-
-static void make_kind(world *W, const char *name, kind *k) {
-  memset(k, 0, sizeof *k);
-  k->name = name;
-  const uint64_t S = W->S, D = W->D, q = S * W->H * 512 * 2;
-  const void *src[24] = {0};
-  if (!strcmp(name, "FFN")) {
-    memset(&ffn_io, 0, sizeof ffn_io);
-    ffn_io.rows = W->S;
-    k->io = &ffn_io, k->io_bytes = sizeof ffn_io;
-    add(k, "part", offsetof(hm_ffn_io, part), S * D * 2, false, false);
-    SEAM_IN(k, hm_ffn_io, S, D);
-    add(k, "out", offsetof(hm_ffn_io, out), S * D * 2, false, true);
-    SEAM_OUT(k, hm_ffn_io, S, D);
-    k->accepts = ffn_accepts, k->step = ffn_step, k->record = ffn_record;
-  } else if (!strcmp(name, "K2")) {
-    memset(&k2_io, 0, sizeof k2_io);
-    k2_io.ffn.rows = W->S;
-    k2_io.swa = cache_of(&W->st.in.swa), k2_io.comp = cache_of(&W->st.in.comp);
-    k->io = &k2_io, k->io_bytes = sizeof k2_io;
-    /* hm_k2_io's seam fields are ffn.*: its names say so */
-    add(k, "ffn.res_in", offsetof(hm_k2_io, ffn.res_in), S * 4 * D * 2, false, false);
-    add(k, "ffn.post_in", offsetof(hm_k2_io, ffn.post_in), S * 16, false, false);
-    add(k, "ffn.comb_in", offsetof(hm_k2_io, ffn.comb_in), S * 64, false, false);
-    add(k, "ffn.pre_in", offsetof(hm_k2_io, ffn.pre_in), S * 16, false, false);
-    add(k, "ffn.out", offsetof(hm_k2_io, ffn.out), S * D * 2, false, true);
-    add(k, "ffn.res_out", offsetof(hm_k2_io, ffn.res_out), S * 4 * D * 2, false, true);
-    add(k, "ffn.post_out", offsetof(hm_k2_io, ffn.post_out), S * 16, false, true);
-    add(k, "ffn.comb_out", offsetof(hm_k2_io, ffn.comb_out), S * 64, false, true);
-    add(k, "ffn.pre_out", offsetof(hm_k2_io, ffn.pre_out), S * 16, false, true);
-    add(k, "q", offsetof(hm_k2_io, q), q, false, false);
-    add(k, "kt", offsetof(hm_k2_io, kt), S * K1_KEYS * 4, false, false);
-    add(k, "klen", offsetof(hm_k2_io, klen), 2 * S * 4, false, false);
-    src[k->n] = W->st.in.positions;
-    add(k, "positions", offsetof(hm_k2_io, positions), S * 8, true, false);
-    add(k, "the SWA cache", offsetof(hm_k2_io, swa.base), cache_bytes(&W->st.in.swa), false, false);
-    add(k, "the compressed cache", offsetof(hm_k2_io, comp.base), cache_bytes(&W->st.in.comp), false, false);
-    k->accepts = k2_accepts, k->step = k2_step, k->record = k2_record;
-  } else if (!strcmp(name, "K1")) {
-    memset(&k1_io, 0, sizeof k1_io);
-    k1_io.rows = W->S;
-    k1_io.swa = cache_of(&W->st.in.swa);
-    meta_fields(W, &k1_io.meta);
-    k->io = &k1_io, k->io_bytes = sizeof k1_io;
-    add(k, "x", offsetof(hm_k1_io, x), S * D * 2, false, false);
-    SEAM_IN(k, hm_k1_io, S, D);
-    SEAM_OUT(k, hm_k1_io, S, D);
-    add(k, "q", offsetof(hm_k1_io, q), q, false, true);
-    add(k, "kt", offsetof(hm_k1_io, kt), S * K1_KEYS * 4, false, true);
-    add(k, "klen", offsetof(hm_k1_io, klen), 2 * S * 4, false, true);
-    add(k, "the SWA cache", offsetof(hm_k1_io, swa.base), cache_bytes(&W->st.in.swa), false, true);
-    add_meta(W, k, offsetof(hm_k1_io, meta), src);
-    k->accepts = k1_accepts, k->step = k1_step, k->record = k1_record;
-  } else {
-    memset(&layer_io, 0, sizeof layer_io);
-    layer_io.rows = W->S;
-    layer_io.swa = cache_of(&W->st.in.swa), layer_io.comp = cache_of(&W->st.in.comp);
-    meta_fields(W, &layer_io.meta);
-    k->io = &layer_io, k->io_bytes = sizeof layer_io;
-    add(k, "x", offsetof(hm_layer_io, x), S * D * 2, false, false);
-    add(k, "res", offsetof(hm_layer_io, res), S * 4 * D * 2, false, false);
-    add(k, "post", offsetof(hm_layer_io, post), S * 16, false, false);
-    add(k, "comb", offsetof(hm_layer_io, comb), S * 64, false, false);
-    add(k, "pre", offsetof(hm_layer_io, pre), S * 16, false, false);
-    add(k, "x_out", offsetof(hm_layer_io, x_out), S * D * 2, false, true);
-    add(k, "res_out", offsetof(hm_layer_io, res_out), S * 4 * D * 2, false, true);
-    add(k, "post_out", offsetof(hm_layer_io, post_out), S * 16, false, true);
-    add(k, "comb_out", offsetof(hm_layer_io, comb_out), S * 64, false, true);
-    add(k, "pre_out", offsetof(hm_layer_io, pre_out), S * 16, false, true);
-    add(k, "swa", offsetof(hm_layer_io, swa.base), cache_bytes(&W->st.in.swa), false, true);
-    add(k, "comp", offsetof(hm_layer_io, comp.base), cache_bytes(&W->st.in.comp), false, false);
-    add_meta(W, k, offsetof(hm_layer_io, meta), src);
-    k->accepts = layer_accepts, k->step = layer_step, k->record = layer_record;
-  }
-  fill_good(W, k, src);
-  ck_assert_msg(k->accepts(W, k->io) == HM_OK, "%s: the good step is refused: %s", name, hm_errmsg());
-}
-
 /* ---------------------------------------------------------------- bad pointers */
 
 enum bad { BAD_SHORT, BAD_MISALIGNED, BAD_AGENT, BAD_MALLOC, BAD_FREED, BAD_KINDS };
@@ -287,7 +87,7 @@ static const char *const bad_name[] = {"4 bytes too small", "misaligned", "anoth
 
 /* A bad pointer of kind b for tensor t; *check: memory to find untouched afterwards (NULL: none),
  * *plain: it is malloc'd. */
-static void *bad_ptr(world *W, const tensor *t, enum bad b, void **check, uint64_t *check_bytes, bool *plain) {
+static void *bad_ptr(world *W, const sk_tensor *t, enum bad b, void **check, uint64_t *check_bytes, bool *plain) {
   *check = NULL, *plain = false, *check_bytes = t->bytes;
   void *p;
   switch (b) {
@@ -308,23 +108,23 @@ static void *bad_ptr(world *W, const tensor *t, enum bad b, void **check, uint64
 static unsigned bad_pointers(const char *which) {
   world W;
   world_open(&W);
-  kind k;
-  make_kind(&W, which, &k);
+  sk_kind k;
+  sk_kind_make(&W.X, which, &k);
   unsigned tried = 0;
   void *io = malloc(k.io_bytes);
   ck_assert_ptr_nonnull(io);
   for (unsigned i = 0; i < k.n; i++)
     for (int b = 0; b < BAD_KINDS; b++) {
-      const tensor *t = &k.t[i];
+      const sk_tensor *t = &k.t[i];
       memcpy(io, k.io, k.io_bytes);
       void *check;
       uint64_t check_bytes;
       bool plain;
-      *field(io, t->off) = bad_ptr(&W, t, (enum bad)b, &check, &check_bytes, &plain);
+      *sk_field(io, t->off) = bad_ptr(&W, t, (enum bad)b, &check, &check_bytes, &plain);
       char want[64];
       snprintf(want, sizeof want, ": %s ", t->name);
       for (int rec = 0; rec < 2; rec++) {
-        hm_status s = rec ? k.record(&W, io) : k.step(&W, io);
+        hm_status s = rec ? k.record(&W.X, io) : k.step(&W.X, io);
         ck_assert_msg(s == HM_ERR_INVALID_ARG && strstr(hm_errmsg(), want) && !strchr(hm_errmsg(), '\n'),
                       "%s %s, %s %s: %s: %s", which, rec ? "record" : "step", bad_name[b], t->name, hm_status_name(s),
                       hm_errmsg());
@@ -339,12 +139,12 @@ static unsigned bad_pointers(const char *which) {
     }
   for (unsigned i = 0; i < k.n; i++)
     if (k.t[i].out)
-      ck_assert_msg(untouched(W.rt, W.a0, *field(k.io, k.t[i].off), k.t[i].bytes, false), "%s: %s was written", which,
+      ck_assert_msg(untouched(W.rt, W.a0, *sk_field(k.io, k.t[i].off), k.t[i].bytes, false), "%s: %s was written", which,
                     k.t[i].name);
   /* nothing went into the chain: a refused record leaves it empty */
   ck_assert_int_eq(hm_chain_replay(W.c), HM_ERR_INVALID_ARG);
   free(io);
-  free_good(&W, &k);
+  sk_kind_free(&W.X, &k);
   world_close(&W);
   return tried;
 }
@@ -540,8 +340,8 @@ static void make(base *B, objs *o, enum obj which, enum obj on) {
       hm_k1_io io = {.rows = 1, .x = big, .res_in = big, .post_in = big, .comb_in = big, .pre_in = big,
                      .res_out = big, .post_out = big, .comb_out = big, .pre_out = big, .q = big, .kt = big,
                      .klen = big, .x_out = big, .qr_out = big};
-      void *swa = tl_dev_alloc(B->a, cache_bytes(&st.in.swa));
-      io.swa = cache_of(&st.in.swa), io.swa.base = swa;
+      void *swa = tl_dev_alloc(B->a, sk_cache_bytes(&st.in.swa));
+      io.swa = sk_cache_of(&st.in.swa), io.swa.base = swa;
       char *m = meta;
       memcpy(m, st.in.positions, 8), memcpy(m + 8, st.in.slot_mapping, 8);
       memcpy(m + 16, st.in.swa_indices, K1_WINDOW * 4), memcpy(m + 1024, st.in.swa_lens, 4);
@@ -725,10 +525,10 @@ END_TEST
 START_TEST(replay_rechecks_positions_k2) {
   world W;
   world_open(&W);
-  kind k;
-  make_kind(&W, "K2", &k);
-  ck_assert_msg(k.record(&W, k.io) == HM_OK, "%s", hm_errmsg());
-  int64_t *pos = (int64_t *)k2_io.positions;
+  sk_kind k;
+  sk_kind_make(&W.X, "K2", &k);
+  ck_assert_msg(k.record(&W.X, k.io) == HM_OK, "%s", hm_errmsg());
+  int64_t *pos = (int64_t *)k.store.k2.positions;
   pos[1] = (int64_t)1 << 40;
   hm_status s = hm_chain_replay(W.c);
   ck_assert_msg(s == HM_ERR_INVALID_ARG && strstr(hm_errmsg(), "K2 replay: row 1: position 1099511627776"), "%s: %s",
@@ -738,7 +538,7 @@ START_TEST(replay_rechecks_positions_k2) {
   ck_assert_msg(s == HM_ERR_PEER && strstr(hm_errmsg(), "K2 replay: row 1"), "the group was not told: %s: %s",
                 hm_status_name(s), hm_errmsg());
   hm_chain_destroy(W.c), W.c = NULL;
-  free_good(&W, &k);
+  sk_kind_free(&W.X, &k);
   world_close(&W);
 }
 END_TEST
