@@ -1,5 +1,6 @@
-/* tests/layer/test_group_sweep.c: issue 16's goal swept as a whole: over 100 bad inputs and misuse
- * cases, one rank of a TP4 group at fault each time, every rank reports the failure, and soon. */
+/* tests/layer/test_group_sweep.c: issue 16's goal swept as a whole: 140 bad inputs and misuse cases
+ * (FFN launch, all-reduce, K2, whole layer), one rank of a TP4 group at fault each time: every rank
+ * reports the failure, and soon. */
 #include <check.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -11,6 +12,8 @@
 #include "group_case.h"
 #include "helpers.h"
 #include "hm_ffn.h"
+#include "hm_layer_group.h"
+#include "step_kinds.h"
 
 #define TP 4
 /* The peer bound: long against what a case may take (FAST_S), so a rank that learns of the failure
@@ -149,7 +152,7 @@ static void group_free(group *G) {
 
 /* A bad pointer of kind b where the step needs `bytes` on agent a (the culprit's); next: another
  * rank's agent. Freed by bad_free. */
-static void *bad_make(world *W, enum bad b, uint64_t bytes, hm_agent *a, hm_agent *next) {
+static void *bad_make(hm_runtime *rt, enum bad b, uint64_t bytes, hm_agent *a, hm_agent *next) {
   void *p = NULL;
   switch (b) {
   case BAD_NULL: return NULL;
@@ -159,14 +162,14 @@ static void *bad_make(world *W, enum bad b, uint64_t bytes, hm_agent *a, hm_agen
   case BAD_MALLOC: p = aligned_alloc(64, (bytes + 63) / 64 * 64); ck_assert_ptr_nonnull(p); return p;
   default:
     ck_assert_int_eq(hm_mem_alloc(a, HM_POOL_COARSE, bytes, 0, &p), HM_OK);
-    hm_mem_free(W->rt, p);
+    hm_mem_free(rt, p);
     return p; /* freed: never touched again */
   }
 }
 
-static void bad_free(world *W, enum bad b, void *p) {
+static void bad_free(hm_runtime *rt, enum bad b, void *p) {
   if (b == BAD_MALLOC) free(p);
-  else if (b == BAD_SHORT || b == BAD_MISALIGNED || b == BAD_AGENT) hm_mem_free(W->rt, p);
+  else if (b == BAD_SHORT || b == BAD_MISALIGNED || b == BAD_AGENT) hm_mem_free(rt, p);
 }
 
 static void *bad_use(enum bad b, void *p) { return b == BAD_MISALIGNED ? (char *)p + 2 : p; }
@@ -265,7 +268,7 @@ static double run_case(world *W, const sweep_case *c, unsigned index) {
   pthread_t th[TP];
   void *bad = NULL;
   hm_agent *mine = hm_agent_get(W->rt, c->culprit), *next = hm_agent_get(W->rt, (c->culprit + 1) % TP);
-  if (c->act == FFN_BAD_TENSOR || c->act == AR_BAD_TENSOR) bad = bad_make(W, c->bad, bad_bytes(W, c), mine, next);
+  if (c->act == FFN_BAD_TENSOR || c->act == AR_BAD_TENSOR) bad = bad_make(W->rt, c->bad, bad_bytes(W, c), mine, next);
   for (unsigned r = 0; r < TP; r++) {
     bool culprit = r == c->culprit;
     rr[r] = (rank_run){.W = W, .G = &G, .c = c, .rank = r, .bad = bad,
@@ -293,7 +296,7 @@ static double run_case(world *W, const sweep_case *c, unsigned index) {
     /* and the group stays failed on every rank */
     ck_assert_msg(hm_heap_check(G.h[r]) == HM_ERR_PEER, "case %u: rank %u's group is up after the failure", index, r);
   }
-  if (bad) bad_free(W, c->bad, bad);
+  if (bad) bad_free(W->rt, c->bad, bad);
   group_free(&G);
   return worst;
 }
@@ -367,7 +370,137 @@ START_TEST(every_rank_told) {
 }
 END_TEST
 
+/* ---------------------------------------------------------------- whole-layer steps */
+
+/* The same over the whole layer (K1, then K2 with the group's two all-reduces): a TP4 group of tiny
+ * layer 3 (REUSE, ratio 2: every tensor kind there is), the peers stepping it whole
+ * (hm_layer_group_step_ranks) while the culprit makes one tensor of its layer step, or of a K2 step
+ * alone, bad; or gives K1 a slot outside its cache. A case's group is made afresh. */
+typedef struct layer_world {
+  hm_runtime *rt;
+  hm_layer_weights w[TP];
+  hm_layer_config cfg;
+  hm_gen_step st;
+  hm_queue *q[TP]; /* the culprit's own queue (the group's are its own) */
+} layer_world;
+
+/* The peers' whole step, in its own thread: the first failure in rank order, and when it returned. */
+typedef struct peers_run {
+  hm_layer_group *g;
+  const hm_gen_step *st;
+  uint32_t mask;
+  hm_status s;
+  char err[1024];
+  double start, end;
+} peers_run;
+
+static void *peers_main(void *p) {
+  peers_run *r = p;
+  r->start = gc_now_s();
+  r->s = hm_layer_group_step_ranks(r->g, &r->st->in, r->mask, NULL);
+  snprintf(r->err, sizeof r->err, "%s", r->s ? hm_errmsg() : "");
+  r->end = gc_now_s();
+  return NULL;
+}
+
+/* One case: the culprit's kind ("layer" or "K2") with tensor ti bad in way b, or (ti < 0) the
+ * layer step with slot_mapping row 0 past the cache. Returns the slowest rank's seconds from the
+ * root cause. */
+static double run_layer_case(layer_world *L, unsigned culprit, const char *which, int ti, enum bad b, unsigned index) {
+  static const hm_ffn_config run = {.min_cus = 1, .peer_timeout_ns = PEER_NS, .step_timeout_ns = 2 * PEER_NS};
+  hm_layer_group *g;
+  ck_assert_msg(hm_layer_group_create(L->rt, L->w, TP, &run, NULL, &g) == HM_OK, "%s", hm_errmsg());
+  hm_layer *l = hm_layer_group_rank(g, culprit);
+  sk_target X = {.rt = L->rt, .a = hm_layer_group_agent(g, culprit), .l = l, .k1 = hm_layer_k1(l),
+                 .k2 = hm_layer_k2(l), .q = L->q[culprit], .st = &L->st, .S = L->st.in.S, .D = L->cfg.hidden,
+                 .H = L->w[culprit].dims.heads};
+  sk_kind k;
+  sk_kind_make(&X, which, &k);
+  void *io = malloc(k.io_bytes), *bad = NULL;
+  ck_assert_ptr_nonnull(io);
+  memcpy(io, k.io, k.io_bytes);
+  char words[64];
+  int64_t keep = 0, *slot = NULL;
+  if (ti >= 0) {
+    ck_assert_int_lt(ti, (int)k.n);
+    const sk_tensor *t = &k.t[ti];
+    hm_agent *next = hm_layer_group_agent(g, (culprit + 1) % TP);
+    bad = bad_make(L->rt, b, t->bytes, X.a, next);
+    *sk_field(io, t->off) = bad_use(b, bad);
+    snprintf(words, sizeof words, ": %s ", t->name);
+  } else {
+    slot = (int64_t *)k.store.layer.meta.slot_mapping;
+    keep = *slot, *slot = (int64_t)1 << 40;
+    snprintf(words, sizeof words, "slot_mapping");
+  }
+  peers_run pr = {.g = g, .st = &L->st, .mask = ((1u << TP) - 1u) & ~(1u << culprit)};
+  pthread_t th;
+  ck_assert_int_eq(pthread_create(&th, NULL, peers_main, &pr), 0);
+  usleep(LEAD_US);
+  double root = gc_now_s();
+  hm_status own = k.step(&X, io);
+  char own_err[1024];
+  snprintf(own_err, sizeof own_err, "%s", hm_errmsg());
+  pthread_join(th, NULL);
+  ck_assert_msg(own == HM_ERR_INVALID_ARG && strstr(own_err, words),
+                "case %u (%s %s, culprit %u): the culprit returned %s, not HM_ERR_INVALID_ARG saying '%s': %s", index,
+                which, ti >= 0 ? k.t[ti].name : "slot", culprit, hm_status_name(own), words, own_err);
+  char told[32];
+  snprintf(told, sizeof told, "rank %u failed", culprit);
+  ck_assert_msg(pr.s == HM_ERR_PEER && strstr(pr.err, told), "case %u (%s, culprit %u): the peers returned %s: %s",
+                index, which, culprit, hm_status_name(pr.s), pr.err);
+  double after = pr.end - (pr.start > root ? pr.start : root);
+  ck_assert_msg(after < FAST_S, "case %u: the peers returned %.2f s after the root cause: %s", index, after, pr.err);
+  /* every rank's group is failed, naming the culprit */
+  for (unsigned r = 0; r < TP; r++) {
+    hm_status s = hm_heap_check(hm_layer_group_heap(g, r));
+    ck_assert_msg(s == HM_ERR_PEER && strstr(hm_errmsg(), told), "case %u: rank %u's group: %s: %s", index, r,
+                  hm_status_name(s), hm_errmsg());
+  }
+  if (slot) *slot = keep;
+  if (bad) bad_free(L->rt, b, bad);
+  free(io);
+  sk_kind_free(&X, &k);
+  hm_layer_group_destroy(g);
+  return after;
+}
+
+START_TEST(every_rank_told_layer) {
+  layer_world L = {0};
+  L.rt = tl_open_sim();
+  L.cfg = tl_config("tiny", 3, 0, 0);
+  tl_build_group(&L.cfg, TP, 9200, HM_WPART_ATTN | HM_WPART_FFN, L.w);
+  ck_assert_int_eq(hm_gen_step_make_block(&L.cfg, 2, 1, 100, 64, 5, &L.st), HM_OK);
+  for (unsigned r = 0; r < TP; r++) ck_assert_int_eq(hm_queue_create(hm_agent_get(L.rt, r), 64, &L.q[r]), HM_OK);
+  /* every tensor of the layer step and of K2 bad, the ways taken in turn (each way reaches every
+   * tensor class across the two kinds), and K1's metadata */
+  unsigned n = 0;
+  double worst = 0, sum = 0;
+  const char *const kinds[2] = {"layer", "K2"};
+  for (unsigned kk = 0; kk < 2; kk++) {
+    /* the kind's tensor count, from a table made on no group (its io is not used) */
+    unsigned count = kk == 0 ? 19u : 15u;
+    for (unsigned ti = 0; ti < count; ti++) {
+      double w = run_layer_case(&L, n % TP, kinds[kk], (int)ti, (enum bad)((ti + kk) % BAD_KINDS), n);
+      sum += w, n++;
+      if (w > worst) worst = w;
+    }
+  }
+  for (unsigned c = 0; c < 2; c++, n++) {
+    double w = run_layer_case(&L, n % TP, "layer", -1, BAD_NULL, n);
+    sum += w;
+    if (w > worst) worst = w;
+  }
+  fprintf(stderr, "group sweep, whole layer: %u cases at TP %u, every rank told; slowest rank a case: mean %.3f s, "
+          "worst %.3f s\n", n, TP, sum / n, worst);
+  for (unsigned r = 0; r < TP; r++) ck_assert_int_eq(hm_queue_destroy(L.q[r]), HM_OK);
+  hm_gen_step_free(&L.st);
+  tl_free_group(L.w, TP);
+  ck_assert_int_eq(hm_runtime_close(L.rt), HM_OK);
+}
+END_TEST
+
 Suite *hm_test_suite(void) {
-  const tl_case tests[] = {{"every_rank_told", every_rank_told}};
+  const tl_case tests[] = {{"every_rank_told", every_rank_told}, {"every_rank_told_layer", every_rank_told_layer}};
   return TL_SUITE("group_sweep", tests, 600);
 }
