@@ -519,6 +519,14 @@ START_TEST(oversubscribed_grid_watchdog) {
 }
 END_TEST
 
+/* How long 1,024 CTA threads may take to start: seconds alone; under ASan (CI's .ci/asan, beside
+ * another suite) thread creation is far slower, and one run had 750 of them started after 60 s. */
+#if defined(__SANITIZE_ADDRESS__)
+#define GRID_START_S 300ull
+#else
+#define GRID_START_S 60ull
+#endif
+
 /* The GPU's grid at TP 4: four agents of 256 CUs, a CTA on each CU (1,024 CTA threads), all polling a
  * flag the host raises later, as a persistent launch's CTAs wait at every hand-off. Together their
  * polls take less than a core, leaving the other to CTAs with work. Napping at most 200 us each, they
@@ -547,7 +555,7 @@ START_TEST(idle_grid_leaves_a_core) {
     ck_assert_int_eq(hm_queue_dispatch(q, &d, 1), HM_OK);
   }
   /* every CTA started and polling (a thread each: that takes a while), then idle a round */
-  const uint64_t deadline = hm_now_test_ns() + 60000000000ull;
+  const uint64_t deadline = hm_now_test_ns() + GRID_START_S * 1000000000ull;
   while (__atomic_load_n(started, __ATOMIC_ACQUIRE) < AGENTS * CUS && hm_now_test_ns() < deadline) nap_ms(10);
   ck_assert_uint_eq(__atomic_load_n(started, __ATOMIC_ACQUIRE), AGENTS * CUS);
   nap_ms(500);
@@ -1083,7 +1091,7 @@ Suite *hm_test_suite(void) {
   suite_add_tcase(s, tc);
   /* the GPU's grid of CTA threads, a case of its own (CK_RUN_CASE=gpu_grid) */
   TCase *gg = tcase_create("gpu_grid");
-  tcase_set_timeout(gg, 120);
+  tcase_set_timeout(gg, 60 + 1.5 * GRID_START_S);
   tcase_add_test(gg, idle_grid_leaves_a_core);
   suite_add_tcase(s, gg);
   /* the doorbell and the failures a caller must be told about, a case of their own so each can be
