@@ -566,6 +566,7 @@ START_TEST(idle_grid_leaves_a_core) {
   __atomic_store_n(flag, 1, __ATOMIC_RELEASE);
   for (unsigned i = 0; i < AGENTS; i++)
     ck_assert_int_eq(hm_signal_wait(rt, done[i], HM_WAIT_EQ, 0, RUN_TIMEOUT_NS, false, NULL), HM_OK);
+  printf("idle grid: %d idle CTAs kept %.2f cores busy\n", AGENTS * CUS, cores);
   ck_assert_msg(cores < 1.0, "%d idle CTAs kept %.2f cores busy", AGENTS * CUS, cores);
   hm_runtime_close(rt);
   unsetenv("HSAMONO_SIM_AGENTS");
