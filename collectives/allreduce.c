@@ -193,8 +193,11 @@ hm_status hm_allreduce(hm_ar *ar, hm_queue *q, const void *in, void *out, uint32
   memcpy(ka, &args, sizeof args);
   d.kernarg = ka;
   d.completion = ar->sig[i];
-  /* the step's header, which the peers compare with theirs while they wait (hm_ar_wait) */
-  if ((s = hm_heap_step_begin(ar->h, HM_STEP_ALLREDUCE, -1, rows))) return hm_heap_fail(ar->h, s, NULL);
+  /* the step's header, which the peers compare with theirs while they wait (hm_ar_wait); its
+   * number is taken under the heap's lock with it, so it is this step's whatever else uses the heap */
+  uint64_t shape = hm_heap_shape(HM_STEP_ALLREDUCE, -1, rows);
+  uint32_t number;
+  if ((s = hm_heap_steps_begin(ar->h, &shape, 1, &number))) return hm_heap_fail(ar->h, s, NULL);
   hm_signal_store(ar->rt, ar->sig[i], 1);
   if ((s = hm_queue_dispatch(q, &d, 1))) {
     hm_signal_store(ar->rt, ar->sig[i], 0);
@@ -202,7 +205,7 @@ hm_status hm_allreduce(hm_ar *ar, hm_queue *q, const void *in, void *out, uint32
     return hm_heap_fail(ar->h, s, NULL);
   }
   ar->used[i] = true;
-  ar->step[i] = hm_heap_step_number(ar->h);
+  ar->step[i] = number;
   ar->next = (i + 1) % SLOTS;
   ar->q = q;
   return HM_OK;

@@ -215,7 +215,8 @@ static void k2_io_of(hm_layer *l, const hm_layer_io *io, hm_k2_io *k) {
 static hm_status layer_checks(const hm_layer *l, const hm_layer_io *io) {
   if (!l || !io) return hm_fail(HM_ERR_INVALID_ARG, "layer step: NULL argument");
   if (!l->first && (!io->res || !io->post || !io->comb || !io->pre))
-    return hm_fail(HM_ERR_INVALID_ARG, "layer %d step: res, post, comb and pre are needed after layer 0", l->cfg.layer);
+    return hm_fail(HM_ERR_INVALID_ARG, "layer %d step: %s is NULL (res, post, comb and pre are needed after layer 0)",
+                   l->cfg.layer, !io->res ? "res" : !io->post ? "post" : !io->comb ? "comb" : "pre");
   /* the caller's tensors by the layer's names, sized for the step (rows outside 1..48 are K2's
    * refusal below); K1 and K2 then check them again with the layer's own buffers, by their
    * names. The compressed cache is read through the block table's ids (< meta.comp_blocks) */

@@ -12,19 +12,23 @@ double gc_now_s(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+#define T(name, per_d, fixed) {#name, offsetof(hm_ffn_io, name), per_d, fixed}
+const gc_tensor gc_tensors[10] = {T(part, 2, 0),    T(res_in, 8, 0),  T(post_in, 0, 16),  T(comb_in, 0, 64),
+                                  T(pre_in, 0, 16), T(out, 2, 0),     T(res_out, 8, 0),   T(post_out, 0, 16),
+                                  T(comb_out, 0, 64), T(pre_out, 0, 16)};
+#undef T
+
 /* Room for 2 rows: a test steps 2 rows on one rank (ranks that disagree on rows), and every step's
  * tensors are checked against their allocations before the launch, so a 1-row buffer would
  * refuse that step on its host rather than let the group find the disagreement. */
 void gc_bufs_make(hm_runtime *rt, hm_agent *a, uint32_t D, gc_bufs *b) {
-  const size_t row[10] = {2 * D, 8 * D, 16, 64, 16, 2 * D, 8 * D, 16, 64, 16};
+  b->io = (hm_ffn_io){.rows = 1};
   for (int i = 0; i < 10; i++) {
-    size_t bytes = 2 * row[i];
+    size_t bytes = 2 * gc_row_bytes(&gc_tensors[i], D);
     ck_assert_int_eq(hm_mem_alloc(a, HM_POOL_COARSE, bytes, 0, &b->buf[i]), HM_OK);
     ck_assert_int_eq(hm_mem_fill(rt, b->buf[i], 0, bytes / 4), HM_OK);
+    *(void **)((char *)&b->io + gc_tensors[i].off) = b->buf[i];
   }
-  b->io = (hm_ffn_io){.rows = 1, .part = b->buf[0], .res_in = b->buf[1], .post_in = b->buf[2], .comb_in = b->buf[3],
-                      .pre_in = b->buf[4], .out = b->buf[5], .res_out = b->buf[6], .post_out = b->buf[7],
-                      .comb_out = b->buf[8], .pre_out = b->buf[9]};
 }
 
 typedef struct {

@@ -3,6 +3,7 @@
 #ifndef HM_TEST_GROUP_CASE_H
 #define HM_TEST_GROUP_CASE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "hm_collectives.h"
@@ -11,6 +12,16 @@
 
 /* seconds on CLOCK_MONOTONIC */
 double gc_now_s(void);
+
+/* The FFN step's 10 tensors in gc_bufs order: its name, its field of hm_ffn_io, and the bytes a
+ * row of it takes at hidden size D (gc_row_bytes). */
+typedef struct gc_tensor {
+  const char *name;
+  size_t off;
+  uint32_t per_d, fixed;
+} gc_tensor;
+extern const gc_tensor gc_tensors[10];
+static inline uint64_t gc_row_bytes(const gc_tensor *t, uint32_t D) { return (uint64_t)t->per_d * D + t->fixed; }
 
 /* One rank's FFN step buffers on agent a (every tensor zeroed, room for 2 rows; io.rows 1). */
 typedef struct gc_bufs {

@@ -3,6 +3,7 @@
 #include "step_kinds.h"
 
 #include <check.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "helpers.h"
@@ -28,6 +29,37 @@ void *sk_mem_of(hm_agent *a, const void *src, uint64_t bytes, bool host) {
     hm_mem_free(hm_agent_runtime(a), st);
   }
   return p;
+}
+
+const char *const sk_bad_name[SK_BAD_KINDS] = {"NULL",     "4 bytes too small", "misaligned",
+                                               "another agent's", "malloc'd", "freed"};
+
+void sk_bad_make(hm_agent *a, hm_agent *other, enum sk_bad b, uint64_t bytes, bool host, sk_bad_ptr *p) {
+  *p = (sk_bad_ptr){.mem_bytes = bytes, .on = a};
+  switch (b) {
+  case SK_BAD_NULL: break;
+  case SK_BAD_SHORT: p->use = p->mem = sk_mem(a, p->mem_bytes = bytes - 4, host); break;
+  case SK_BAD_MISALIGNED:
+    p->mem = sk_mem(a, p->mem_bytes = bytes + 4, host);
+    p->use = (char *)p->mem + 2;
+    break;
+  case SK_BAD_AGENT: p->use = p->mem = sk_mem(p->on = other, bytes, false); break;
+  case SK_BAD_MALLOC:
+    p->use = p->mem = aligned_alloc(64, (bytes + 63) / 64 * 64), p->plain = true;
+    ck_assert_ptr_nonnull(p->mem);
+    for (uint64_t i = 0; i < bytes / 4; i++) ((uint32_t *)p->mem)[i] = SK_SENTINEL;
+    break;
+  default: /* freed: never touched again */
+    p->use = sk_mem(a, bytes, host);
+    hm_mem_free(hm_agent_runtime(a), p->use);
+    break;
+  }
+}
+
+void sk_bad_free(hm_runtime *rt, sk_bad_ptr *p) {
+  if (p->plain) free(p->mem);
+  else if (p->mem) hm_mem_free(rt, p->mem);
+  p->mem = p->use = NULL;
 }
 
 static void add(sk_kind *k, const char *name, size_t off, uint64_t bytes, bool host, bool out) {

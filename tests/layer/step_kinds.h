@@ -74,4 +74,21 @@ hm_k1_cache sk_cache_of(const hm_kv_cache *c);
 
 static inline void **sk_field(void *io, size_t off) { return (void **)((char *)io + off); }
 
+/* The ways a step's tensor can be bad, each of which a step must refuse naming the tensor. */
+enum sk_bad { SK_BAD_NULL, SK_BAD_SHORT, SK_BAD_MISALIGNED, SK_BAD_AGENT, SK_BAD_MALLOC, SK_BAD_FREED, SK_BAD_KINDS };
+extern const char *const sk_bad_name[SK_BAD_KINDS];
+
+/* A bad tensor where a step needs `bytes` of agent a's memory (host: its host pool): `use` is what
+ * the step is given; `mem` (mem_bytes, on agent `on`, plain: malloc'd) the memory behind it that a
+ * refused step must leave SK_SENTINEL, NULL for a NULL or freed tensor. */
+typedef struct sk_bad_ptr {
+  void *use, *mem;
+  uint64_t mem_bytes;
+  hm_agent *on;
+  bool plain;
+} sk_bad_ptr;
+/* the bad tensor of kind b (SK_BAD_AGENT: on agent other) */
+void sk_bad_make(hm_agent *a, hm_agent *other, enum sk_bad b, uint64_t bytes, bool host, sk_bad_ptr *p);
+void sk_bad_free(hm_runtime *rt, sk_bad_ptr *p);
+
 #endif /* HM_TEST_STEP_KINDS_H */

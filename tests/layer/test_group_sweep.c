@@ -42,7 +42,7 @@ static const hm_ar_config ar_cfg = {.width = 64, .max_rows = 2, .timeout_ns = PE
 /* What the culprit does wrong. The peers make the good step of the case's kind: an FFN launch
  * step of layer 3, one row (FFN_*), or a standalone all-reduce of one row and its wait (AR_*). */
 enum act {
-  FFN_BAD_TENSOR,   /* one of the step's tensors bad (bad_kind) */
+  FFN_BAD_TENSOR,   /* one of the step's tensors bad (bad) */
   FFN_ROWS,         /* rows out of range (arg) */
   FFN_NULL_QUEUE,   /* no queue */
   FFN_OTHER_QUEUE,  /* the next rank's queue */
@@ -52,7 +52,7 @@ enum act {
   FFN_WRONG_CREATE, /* its layer-3 runner created on the next rank's weights */
   FFN_STACK_FAILS,  /* the serving stack's own part of the step fails (hm_heap_fail) */
   FFN_REPLAY_ROWS,  /* a replay of its launch recorded for 2 rows where the peers step 1 */
-  AR_BAD_TENSOR,    /* in or out (arg) bad (bad_kind) */
+  AR_BAD_TENSOR,    /* in or out (arg) bad (bad) */
   AR_ROWS,          /* rows out of range (arg) */
   AR_NULL_QUEUE,    /* no queue */
   AR_OTHER_QUEUE,   /* a queue of another agent */
@@ -60,18 +60,10 @@ enum act {
   AR_EARLIER_STEP,  /* two steps before the wait, the first of 2 rows where the peers' is 1 */
 };
 
-enum bad { BAD_NULL, BAD_SHORT, BAD_MISALIGNED, BAD_AGENT, BAD_MALLOC, BAD_FREED, BAD_KINDS };
-static const char *const bad_name[] = {"NULL", "4 bytes too small", "misaligned", "another agent's", "malloc'd",
-                                       "freed"};
-
-/* the FFN step's tensors in gc_bufs order, and the bytes a row of each */
-static const char *const ffn_tensor[10] = {"part",  "res_in",  "post_in",  "comb_in",  "pre_in",
-                                           "out",   "res_out", "post_out", "comb_out", "pre_out"};
-
 typedef struct sweep_case {
   enum act act;
   unsigned arg;
-  enum bad bad;
+  enum sk_bad bad;
   unsigned culprit;
   bool first; /* the culprit acts before the peers begin (else LEAD_US after) */
   /* what every peer's message must say, and the culprit's (NULL: the peers' words) */
@@ -157,30 +149,6 @@ static void group_free(group *G) {
   for (unsigned r = 0; r < TP; r++) ck_assert_int_eq(hm_heap_destroy(G->h[r]), HM_OK);
 }
 
-/* A bad pointer of kind b where the step needs `bytes` on agent a (the culprit's); next: another
- * rank's agent. Freed by bad_free. */
-static void *bad_make(hm_runtime *rt, enum bad b, uint64_t bytes, hm_agent *a, hm_agent *next) {
-  void *p = NULL;
-  switch (b) {
-  case BAD_NULL: return NULL;
-  case BAD_SHORT: ck_assert_int_eq(hm_mem_alloc(a, HM_POOL_COARSE, bytes - 4, 0, &p), HM_OK); return p;
-  case BAD_MISALIGNED: ck_assert_int_eq(hm_mem_alloc(a, HM_POOL_COARSE, bytes + 4, 0, &p), HM_OK); return p;
-  case BAD_AGENT: ck_assert_int_eq(hm_mem_alloc(next, HM_POOL_COARSE, bytes, 0, &p), HM_OK); return p;
-  case BAD_MALLOC: p = aligned_alloc(64, (bytes + 63) / 64 * 64); ck_assert_ptr_nonnull(p); return p;
-  default:
-    ck_assert_int_eq(hm_mem_alloc(a, HM_POOL_COARSE, bytes, 0, &p), HM_OK);
-    hm_mem_free(rt, p);
-    return p; /* freed: never touched again */
-  }
-}
-
-static void bad_free(hm_runtime *rt, enum bad b, void *p) {
-  if (b == BAD_MALLOC) free(p);
-  else if (b == BAD_SHORT || b == BAD_MISALIGNED || b == BAD_AGENT) hm_mem_free(rt, p);
-}
-
-static void *bad_use(enum bad b, void *p) { return b == BAD_MISALIGNED ? (char *)p + 2 : p; }
-
 static hm_status ar_step(hm_ar *ar, hm_queue *q, void *buf, uint32_t rows) {
   hm_status s = hm_allreduce(ar, q, buf, buf, rows);
   return s ? s : hm_ar_wait(ar, 600000000000ull);
@@ -195,15 +163,9 @@ static hm_status culprit_act(rank_run *r) {
   hm_ffn_io io = W->b[me].io;
   void *buf = W->b[me].buf[1];
   switch (c->act) {
-  case FFN_BAD_TENSOR: {
-    static const size_t field[10] = {
-        offsetof(hm_ffn_io, part),    offsetof(hm_ffn_io, res_in),   offsetof(hm_ffn_io, post_in),
-        offsetof(hm_ffn_io, comb_in), offsetof(hm_ffn_io, pre_in),   offsetof(hm_ffn_io, out),
-        offsetof(hm_ffn_io, res_out), offsetof(hm_ffn_io, post_out), offsetof(hm_ffn_io, comb_out),
-        offsetof(hm_ffn_io, pre_out)};
-    *(void **)((char *)&io + field[c->arg]) = bad_use(c->bad, r->bad);
+  case FFN_BAD_TENSOR:
+    *(void **)((char *)&io + gc_tensors[c->arg].off) = r->bad;
     return hm_layer_ffn(G->f3[me], W->q[me], &io);
-  }
   case FFN_ROWS: io.rows = c->arg; return hm_layer_ffn(G->f3[me], W->q[me], &io);
   case FFN_NULL_QUEUE: return hm_layer_ffn(G->f3[me], NULL, &io);
   case FFN_OTHER_QUEUE: return hm_layer_ffn(G->f3[me], W->q[next], &io);
@@ -221,8 +183,8 @@ static hm_status culprit_act(rank_run *r) {
     return hm_chain_wait(r->chain, 600000000000ull);
   }
   case AR_BAD_TENSOR:
-    return c->arg == 0 ? hm_allreduce(G->ar[me], W->q[me], bad_use(c->bad, r->bad), buf, 1)
-                       : hm_allreduce(G->ar[me], W->q[me], buf, bad_use(c->bad, r->bad), 1);
+    return c->arg == 0 ? hm_allreduce(G->ar[me], W->q[me], r->bad, buf, 1)
+                       : hm_allreduce(G->ar[me], W->q[me], buf, r->bad, 1);
   case AR_ROWS: return ar_step(G->ar[me], W->q[me], buf, c->arg);
   case AR_NULL_QUEUE: return ar_step(G->ar[me], NULL, buf, 1);
   case AR_OTHER_QUEUE: return ar_step(G->ar[me], W->q[next], buf, 1);
@@ -261,10 +223,7 @@ static void *rank_main(void *p) {
 
 /* the tensor a case's culprit gets wrong, and the bytes a 1-row step needs of it */
 static uint64_t bad_bytes(const world *W, const sweep_case *c) {
-  static const uint64_t row_of_d[10] = {2, 8, 0, 0, 0, 2, 8, 0, 0, 0};
-  static const uint64_t row_fixed[10] = {0, 0, 16, 64, 16, 0, 0, 16, 64, 16};
-  if (c->act == AR_BAD_TENSOR) return 2ull * ar_cfg.width;
-  return row_of_d[c->arg] * W->D + row_fixed[c->arg];
+  return c->act == AR_BAD_TENSOR ? 2ull * ar_cfg.width : gc_row_bytes(&gc_tensors[c->arg], W->D);
 }
 
 /* Runs one case; returns the slowest rank's seconds from the root cause to its return. */
@@ -273,12 +232,12 @@ static double run_case(world *W, const sweep_case *c, unsigned index) {
   group_make(W, c, &G);
   rank_run rr[TP];
   pthread_t th[TP];
-  void *bad = NULL;
+  sk_bad_ptr bad = {0};
   hm_agent *mine = hm_agent_get(W->rt, c->culprit), *next = hm_agent_get(W->rt, (c->culprit + 1) % TP);
-  if (c->act == FFN_BAD_TENSOR || c->act == AR_BAD_TENSOR) bad = bad_make(W->rt, c->bad, bad_bytes(W, c), mine, next);
+  if (c->act == FFN_BAD_TENSOR || c->act == AR_BAD_TENSOR) sk_bad_make(mine, next, c->bad, bad_bytes(W, c), false, &bad);
   for (unsigned r = 0; r < TP; r++) {
     bool culprit = r == c->culprit;
-    rr[r] = (rank_run){.W = W, .G = &G, .c = c, .rank = r, .bad = bad,
+    rr[r] = (rank_run){.W = W, .G = &G, .c = c, .rank = r, .bad = bad.use,
                        .delay_us = culprit == !c->first ? LEAD_US : 0};
     ck_assert_int_eq(pthread_create(&th[r], NULL, rank_main, &rr[r]), 0);
   }
@@ -295,7 +254,7 @@ static double run_case(world *W, const sweep_case *c, unsigned index) {
     const char *words = culprit && c->own_words[0] ? c->own_words : c->peer_words;
     ck_assert_msg(x->st == want && strstr(x->err, words) && !strchr(x->err, '\n'),
                   "case %u (act %d arg %u %s, culprit %u %s): rank %u returned %s, not %s saying '%s': %s", index,
-                  (int)c->act, c->arg, bad_name[c->bad], c->culprit, c->first ? "first" : "after the peers", r,
+                  (int)c->act, c->arg, sk_bad_name[c->bad], c->culprit, c->first ? "first" : "after the peers", r,
                   hm_status_name(x->st), hm_status_name(want), words, x->err);
     double after = x->end - (x->start > root ? x->start : root);
     ck_assert_msg(after < FAST_S, "case %u: rank %u returned %.2f s after the root cause: %s", index, r, after, x->err);
@@ -303,7 +262,7 @@ static double run_case(world *W, const sweep_case *c, unsigned index) {
     /* and the group stays failed on every rank */
     ck_assert_msg(hm_heap_check(G.h[r]) == HM_ERR_PEER, "case %u: rank %u's group is up after the failure", index, r);
   }
-  if (bad) bad_free(W->rt, c->bad, bad);
+  sk_bad_free(W->rt, &bad);
   group_free(&G);
   return worst;
 }
@@ -320,13 +279,13 @@ static unsigned make_cases(sweep_case *cs, unsigned cap) {
     n++;                                                                \
   } while (0)
   for (unsigned t = 0; t < 10; t++)
-    for (int b = 0; b < BAD_KINDS; b++) {
-      ADD(.act = FFN_BAD_TENSOR, .arg = t, .bad = (enum bad)b, .own_status = HM_ERR_INVALID_ARG);
-      snprintf(cs[n - 1].own_words, sizeof cs[n - 1].own_words, ": %s ", ffn_tensor[t]);
+    for (int b = 0; b < SK_BAD_KINDS; b++) {
+      ADD(.act = FFN_BAD_TENSOR, .arg = t, .bad = (enum sk_bad)b, .own_status = HM_ERR_INVALID_ARG);
+      snprintf(cs[n - 1].own_words, sizeof cs[n - 1].own_words, ": %s ", gc_tensors[t].name);
     }
   for (unsigned t = 0; t < 2; t++)
-    for (int b = 0; b < BAD_KINDS; b++) {
-      ADD(.act = AR_BAD_TENSOR, .arg = t, .bad = (enum bad)b, .own_status = HM_ERR_INVALID_ARG);
+    for (int b = 0; b < SK_BAD_KINDS; b++) {
+      ADD(.act = AR_BAD_TENSOR, .arg = t, .bad = (enum sk_bad)b, .own_status = HM_ERR_INVALID_ARG);
       snprintf(cs[n - 1].own_words, sizeof cs[n - 1].own_words, "%s", t ? "out" : "in");
     }
   for (int first = 0; first < 2; first++) {
@@ -413,7 +372,8 @@ static void *peers_main(void *p) {
 /* One case: the culprit's kind ("layer" or "K2") with tensor ti bad in way b, or (ti < 0) the
  * layer step with slot_mapping row 0 past the cache. Returns the slowest rank's seconds from the
  * root cause. */
-static double run_layer_case(layer_world *L, unsigned culprit, const char *which, int ti, enum bad b, unsigned index) {
+static double run_layer_case(layer_world *L, unsigned culprit, const char *which, int ti, enum sk_bad b,
+                             unsigned index) {
   static const hm_ffn_config run = {.min_cus = 1, .peer_timeout_ns = PEER_NS, .step_timeout_ns = 2 * PEER_NS};
   hm_layer_group *g;
   ck_assert_msg(hm_layer_group_create(L->rt, L->w, TP, &run, NULL, &g) == HM_OK, "%s", hm_errmsg());
@@ -423,7 +383,8 @@ static double run_layer_case(layer_world *L, unsigned culprit, const char *which
                  .H = L->w[culprit].dims.heads};
   sk_kind k;
   sk_kind_make(&X, which, &k);
-  void *io = malloc(k.io_bytes), *bad = NULL;
+  void *io = malloc(k.io_bytes);
+  sk_bad_ptr bad = {0};
   ck_assert_ptr_nonnull(io);
   memcpy(io, k.io, k.io_bytes);
   char words[64];
@@ -432,8 +393,8 @@ static double run_layer_case(layer_world *L, unsigned culprit, const char *which
     ck_assert_int_lt(ti, (int)k.n);
     const sk_tensor *t = &k.t[ti];
     hm_agent *next = hm_layer_group_agent(g, (culprit + 1) % TP);
-    bad = bad_make(L->rt, b, t->bytes, X.a, next);
-    *sk_field(io, t->off) = bad_use(b, bad);
+    sk_bad_make(X.a, next, b, t->bytes, t->host, &bad);
+    *sk_field(io, t->off) = bad.use;
     snprintf(words, sizeof words, ": %s ", t->name);
   } else {
     slot = (int64_t *)k.store.layer.meta.slot_mapping;
@@ -465,7 +426,7 @@ static double run_layer_case(layer_world *L, unsigned culprit, const char *which
                   hm_status_name(s), hm_errmsg());
   }
   if (slot) *slot = keep;
-  if (bad) bad_free(L->rt, b, bad);
+  sk_bad_free(L->rt, &bad);
   free(io);
   sk_kind_free(&X, &k);
   hm_layer_group_destroy(g);
@@ -488,13 +449,13 @@ START_TEST(every_rank_told_layer) {
     /* the kind's tensor count, from a table made on no group (its io is not used) */
     unsigned count = kk == 0 ? 19u : 15u;
     for (unsigned ti = 0; ti < count; ti++) {
-      double w = run_layer_case(&L, n % TP, kinds[kk], (int)ti, (enum bad)((ti + kk) % BAD_KINDS), n);
+      double w = run_layer_case(&L, n % TP, kinds[kk], (int)ti, (enum sk_bad)((ti + kk) % SK_BAD_KINDS), n);
       sum += w, n++;
       if (w > worst) worst = w;
     }
   }
   for (unsigned c = 0; c < 2; c++, n++) {
-    double w = run_layer_case(&L, n % TP, "layer", -1, BAD_NULL, n);
+    double w = run_layer_case(&L, n % TP, "layer", -1, SK_BAD_NULL, n);
     sum += w;
     if (w > worst) worst = w;
   }

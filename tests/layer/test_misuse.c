@@ -12,6 +12,7 @@
 #include "hm_layer.h"
 #include "hm_layer_group.h"
 #include "kernels/k1_args.h"
+#include "group_case.h"
 #include "step_kinds.h"
 
 #define SENTINEL SK_SENTINEL
@@ -20,8 +21,6 @@
 static const hm_ffn_config run_cfg = {.min_cus = 1, .peer_timeout_ns = PEER_NS, .step_timeout_ns = 2 * PEER_NS};
 
 /* ---------------------------------------------------------------- memory helpers */
-
-#define mem sk_mem
 
 /* every word of n bytes at p (runtime memory of a, or plain memory) still SENTINEL */
 static bool untouched(hm_runtime *rt, hm_agent *a, const void *p, uint64_t n, bool plain) {
@@ -82,26 +81,6 @@ static void world_close(world *W) {
 
 /* ---------------------------------------------------------------- bad pointers */
 
-enum bad { BAD_SHORT, BAD_MISALIGNED, BAD_AGENT, BAD_MALLOC, BAD_FREED, BAD_KINDS };
-static const char *const bad_name[] = {"4 bytes too small", "misaligned", "another agent's", "malloc'd", "freed"};
-
-/* A bad pointer of kind b for tensor t; *check: memory to find untouched afterwards (NULL: none),
- * *plain: it is malloc'd. */
-static void *bad_ptr(world *W, const sk_tensor *t, enum bad b, void **check, uint64_t *check_bytes, bool *plain) {
-  *check = NULL, *plain = false, *check_bytes = t->bytes;
-  void *p;
-  switch (b) {
-  case BAD_SHORT: p = *check = mem(W->a0, t->bytes - 4, t->host), *check_bytes = t->bytes - 4; return p;
-  case BAD_MISALIGNED: p = *check = mem(W->a0, t->bytes + 4, t->host), *check_bytes = t->bytes + 4; return (char *)p + 2;
-  case BAD_AGENT: p = *check = mem(W->a1, t->bytes, false); return p;
-  case BAD_MALLOC:
-    p = *check = aligned_alloc(64, (t->bytes + 63) / 64 * 64), *plain = true;
-    for (uint64_t i = 0; i < t->bytes / 4; i++) ((uint32_t *)p)[i] = SENTINEL;
-    return p;
-  default: p = mem(W->a0, t->bytes, t->host); hm_mem_free(W->rt, p); return p;
-  }
-}
-
 /* Every tensor of one step kind, each bad in every way, through its step and its record: refused
  * with HM_ERR_INVALID_ARG naming the tensor, nothing written (the bad memory and every output
  * still SENTINEL), nothing recorded. Returns the bad inputs tried. */
@@ -114,28 +93,25 @@ static unsigned bad_pointers(const char *which) {
   void *io = malloc(k.io_bytes);
   ck_assert_ptr_nonnull(io);
   for (unsigned i = 0; i < k.n; i++)
-    for (int b = 0; b < BAD_KINDS; b++) {
+    for (int b = 0; b < SK_BAD_KINDS; b++) {
       const sk_tensor *t = &k.t[i];
       memcpy(io, k.io, k.io_bytes);
-      void *check;
-      uint64_t check_bytes;
-      bool plain;
-      *sk_field(io, t->off) = bad_ptr(&W, t, (enum bad)b, &check, &check_bytes, &plain);
+      sk_bad_ptr p;
+      sk_bad_make(W.a0, W.a1, (enum sk_bad)b, t->bytes, t->host, &p);
+      *sk_field(io, t->off) = p.use;
       char want[64];
       snprintf(want, sizeof want, ": %s ", t->name);
       for (int rec = 0; rec < 2; rec++) {
         hm_status s = rec ? k.record(&W.X, io) : k.step(&W.X, io);
         ck_assert_msg(s == HM_ERR_INVALID_ARG && strstr(hm_errmsg(), want) && !strchr(hm_errmsg(), '\n'),
-                      "%s %s, %s %s: %s: %s", which, rec ? "record" : "step", bad_name[b], t->name, hm_status_name(s),
+                      "%s %s, %s %s: %s: %s", which, rec ? "record" : "step", sk_bad_name[b], t->name, hm_status_name(s),
                       hm_errmsg());
         tried++;
       }
-      if (check) {
-        ck_assert_msg(untouched(W.rt, b == BAD_AGENT ? W.a1 : W.a0, check, check_bytes, plain),
-                      "%s: %s %s was written", which, bad_name[b], t->name);
-        if (plain) free(check);
-        else hm_mem_free(W.rt, check);
-      }
+      if (p.mem)
+        ck_assert_msg(untouched(W.rt, p.on, p.mem, p.mem_bytes, p.plain), "%s: %s %s was written", which,
+                      sk_bad_name[b], t->name);
+      sk_bad_free(W.rt, &p);
     }
   for (unsigned i = 0; i < k.n; i++)
     if (k.t[i].out)
@@ -149,13 +125,13 @@ static unsigned bad_pointers(const char *which) {
   return tried;
 }
 
-START_TEST(bad_pointers_ffn) { ck_assert_uint_eq(bad_pointers("FFN"), 10 * BAD_KINDS * 2); }
+START_TEST(bad_pointers_ffn) { ck_assert_uint_eq(bad_pointers("FFN"), 10 * SK_BAD_KINDS * 2); }
 END_TEST
-START_TEST(bad_pointers_k2) { ck_assert_uint_eq(bad_pointers("K2"), 15 * BAD_KINDS * 2); }
+START_TEST(bad_pointers_k2) { ck_assert_uint_eq(bad_pointers("K2"), 15 * SK_BAD_KINDS * 2); }
 END_TEST
-START_TEST(bad_pointers_k1) { ck_assert_uint_eq(bad_pointers("K1"), 20 * BAD_KINDS * 2); }
+START_TEST(bad_pointers_k1) { ck_assert_uint_eq(bad_pointers("K1"), 20 * SK_BAD_KINDS * 2); }
 END_TEST
-START_TEST(bad_pointers_layer) { ck_assert_uint_eq(bad_pointers("layer"), 19 * BAD_KINDS * 2); }
+START_TEST(bad_pointers_layer) { ck_assert_uint_eq(bad_pointers("layer"), 19 * SK_BAD_KINDS * 2); }
 END_TEST
 
 /* ---------------------------------------------------------------- the findings */
@@ -191,17 +167,15 @@ static void short_out(bool use_malloc) {
     ck_assert_int_eq(hm_queue_create(a, 64, &r[k].q), HM_OK);
     hm_ffn_io *io = &r[k].io;
     io->rows = S;
-    const uint64_t row = (uint64_t)S * W.D * 2;
-    const uint64_t n[10] = {row, 4 * row, S * 16, S * 64, S * 16, 2048, 4 * row, S * 16, S * 64, S * 16};
-    for (int i = 0; i < 10; i++) bufs[k][i] = mem(a, n[i], false);
-    neighbour[k] = mem(a, 8192, false);
-    if (use_malloc) {
-      hm_mem_free(W.rt, bufs[k][5]);
-      bufs[k][5] = aligned_alloc(64, row);
+    /* every tensor S rows, but out (gc_tensors[5]) 2 KiB, or malloc'd */
+    for (int i = 0; i < 10; i++) {
+      const uint64_t need = S * gc_row_bytes(&gc_tensors[i], W.D);
+      if (i != 5) bufs[k][i] = sk_mem(a, need, false);
+      else if (use_malloc) bufs[k][i] = aligned_alloc(64, need);
+      else bufs[k][i] = sk_mem(a, 2048, false);
+      *(void **)((char *)io + gc_tensors[i].off) = bufs[k][i];
     }
-    io->part = bufs[k][0], io->res_in = bufs[k][1], io->post_in = bufs[k][2], io->comb_in = bufs[k][3];
-    io->pre_in = bufs[k][4], io->out = bufs[k][5], io->res_out = bufs[k][6], io->post_out = bufs[k][7];
-    io->comb_out = bufs[k][8], io->pre_out = bufs[k][9];
+    neighbour[k] = sk_mem(a, 8192, false);
   }
   pthread_t th[2];
   for (int k = 0; k < 2; k++) pthread_create(&th[k], NULL, rank_step, &r[k]);
