@@ -653,6 +653,7 @@ void sim_cta_run(struct sim_cta *c) {
       nap_us(us < cap ? us : cap);
     }
     backoff++;
+    atomic_fetch_add_explicit(&d->idle_rounds, 1, memory_order_relaxed);
     for (uint32_t k = 0; k < npolling; k++) {
       c->lanes[polling[k]].state = LANE_READY;
       ready_push(polling[k]);

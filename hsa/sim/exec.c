@@ -136,6 +136,13 @@ static bool start_cta(struct sim_dispatch *d, uint32_t id, unsigned cu, const ui
   return true;
 }
 
+/* The CPU time this process has had, in ns. */
+static uint64_t process_cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /* ---------------------------------------------------------------- placement on CUs */
 
 static uint32_t round_up(uint32_t v, uint32_t g) { return (v + g - 1) / g * g; }
@@ -421,6 +428,8 @@ void sim_dispatch_start(struct sim_queue *q, const hsa_kernel_dispatch_packet_t 
   hm_residency res;
   d->resident_limit = hm_residency_compute(&k->agent->limits, &r, &res) == HM_OK ? res.ctas_per_cu * k->agent->ncus : 0;
   d->last_change_ns = sim_now_ns();
+  d->rounds_at_change = 0;
+  d->cpu_at_change_ns = process_cpu_ns();
   sim_watchdog_ensure();
   active_add(d);
   struct sim_agent *a = k->agent;
@@ -492,6 +501,27 @@ void sim_dispatches_abort_queue(struct sim_queue *q) {
   for (unsigned i = 0; i < n; i++) sim_dispatch_abort(list[i], "its queue was destroyed");
 }
 
+/* Rounds of polling with no progress that, past the watchdog's time, make a hang (a hung poll
+ * runs thousands of rounds a second; 64 rounds take at most 64 naps of the cap). */
+#define WATCHDOG_ROUNDS 64u
+
+/* Whether dispatch d, with no progress for `idle_ns` of wall time, is hung rather than starved.
+ * Wall time alone is not enough: on a loaded machine (CI's sanitizer pass runs a suite that starts
+ * 1,024 CTA threads beside this one, and the kernel shares the cores a thread at a time) a
+ * dispatch's threads may not run for seconds, and a 4-CTA launch that polls for microseconds was
+ * reported hung after 3 s. So the dispatch must also have had its chance to move: every CTA it has
+ * running is idle (only polling work-items, a whole round without progress) and they polled
+ * WATCHDOG_ROUNDS rounds since the last progress (a hang in the dialect's waits; a CTA that has
+ * work but no core is not idle), or the process had a watchdog's time of CPU (a CTA spinning
+ * outside the dialect's waits, never idle). */
+static bool watchdog_fires(struct sim_dispatch *d, uint64_t idle_ns, uint64_t rounds, uint64_t cpu_ns) {
+  double bound = sim.cfg.watchdog_s * 1e9;
+  if ((double)idle_ns <= bound) return false;
+  uint32_t running = atomic_load(&d->running);
+  bool all_idle = running > 0 && atomic_load(&d->waiting) == running;
+  return (all_idle && rounds >= WATCHDOG_ROUNDS) || (double)cpu_ns > bound;
+}
+
 static void *watchdog_main(void *arg) {
   (void)arg;
   pthread_mutex_lock(&active_lock);
@@ -501,7 +531,7 @@ static void *watchdog_main(void *arg) {
     ts.tv_nsec += 50 * 1000000;
     if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
     pthread_cond_timedwait(&active_cv, &active_lock, &ts);
-    uint64_t now = sim_now_ns();
+    uint64_t now = sim_now_ns(), cpu = process_cpu_ns();
     struct sim_dispatch *stuck[64], *gone[64];
     unsigned n = 0, ng = 0;
     for (struct sim_dispatch **pp = &sim.active; *pp;) {
@@ -516,14 +546,17 @@ static void *watchdog_main(void *arg) {
         continue;
       }
       pp = &d->next_active;
-      uint64_t p = atomic_load(&d->progress);
+      uint64_t p = atomic_load(&d->progress), rounds = atomic_load_explicit(&d->idle_rounds, memory_order_relaxed);
       /* a kernel waiting on a peer (a round in the last second) is bounded by its own deadline,
        * which names the peer: not a hang of its own */
       uint64_t peer = atomic_load_explicit(&d->peer_poll_ns, memory_order_relaxed);
       if (p != d->last_progress || (peer && now < peer + 1000000000ull)) {
         d->last_progress = p;
         d->last_change_ns = now;
-      } else if (!atomic_load(&d->abort) && (double)(now - d->last_change_ns) > sim.cfg.watchdog_s * 1e9 && n < 64) {
+        d->rounds_at_change = rounds;
+        d->cpu_at_change_ns = cpu;
+      } else if (!atomic_load(&d->abort) && n < 64 &&
+                 watchdog_fires(d, now - d->last_change_ns, rounds - d->rounds_at_change, cpu - d->cpu_at_change_ns)) {
         stuck[n++] = d;
       }
     }

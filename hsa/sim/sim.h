@@ -328,6 +328,9 @@ struct sim_dispatch {
   uint64_t abort_ns;          /* when it was aborted: CTAs that never stop are abandoned later */
   char error[1024];
   uint64_t last_progress, last_change_ns;
+  /* the watchdog's evidence that the dispatch ran while it made no progress (exec.c) */
+  _Atomic uint64_t idle_rounds; /* its CTAs' scheduling rounds with only polling work-items */
+  uint64_t rounds_at_change, cpu_at_change_ns;
   _Atomic uint64_t peer_poll_ns; /* the last round of a wait on a peer (DEV_POLL_PEER): no hang */
   uint32_t resident_limit;    /* CUs x resident CTAs a CU for this kernel */
   uint32_t hold_from;         /* order[] positions from here are held back (HSAMONO_SIM_HOLD_CTAS) */
