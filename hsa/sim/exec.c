@@ -509,16 +509,19 @@ void sim_dispatches_abort_queue(struct sim_queue *q) {
  * Wall time alone is not enough: on a loaded machine (CI's sanitizer pass runs a suite that starts
  * 1,024 CTA threads beside this one, and the kernel shares the cores a thread at a time) a
  * dispatch's threads may not run for seconds, and a 4-CTA launch that polls for microseconds was
- * reported hung after 3 s. So the dispatch must also have had its chance to move: every CTA it has
- * running is idle (only polling work-items, a whole round without progress) and they polled
- * WATCHDOG_ROUNDS rounds since the last progress (a hang in the dialect's waits; a CTA that has
- * work but no core is not idle), or the process had a watchdog's time of CPU (a CTA spinning
- * outside the dialect's waits, never idle). */
+ * reported hung after 3 s. So a dispatch with CTAs running must also have had its chance to move:
+ * every one of them is idle (only polling work-items, a whole round without progress) and they
+ * polled WATCHDOG_ROUNDS rounds since the last progress (a hang in the dialect's waits; a CTA that
+ * has work but no core is not idle), or the process had a watchdog's time of CPU (a CTA spinning
+ * outside the dialect's waits, never idle). With none running, wall time alone, as before. */
 static bool watchdog_fires(struct sim_dispatch *d, uint64_t idle_ns, uint64_t rounds, uint64_t cpu_ns) {
   double bound = sim.cfg.watchdog_s * 1e9;
   if ((double)idle_ns <= bound) return false;
   uint32_t running = atomic_load(&d->running);
-  bool all_idle = running > 0 && atomic_load(&d->waiting) == running;
+  /* none running: it waits for the agent to start a CTA (one held back, or with no room), which
+   * no thread of its own can starve */
+  if (running == 0) return true;
+  bool all_idle = atomic_load(&d->waiting) == running;
   return (all_idle && rounds >= WATCHDOG_ROUNDS) || (double)cpu_ns > bound;
 }
 
