@@ -46,14 +46,20 @@ typedef struct hm_trace_stage {
 
 /* A wait: a CTA's stage read words another CTA's stage had stored (a device- or system-scope store
  * or atomic store, read with a device- or system-scope or atomic load that returned the stored
- * value), once a pair of stages, `words` distinct 4-byte words. Its level: the lowest level a work-item
- * of the CTA made it at (capped at HM_TRACE_LEVELS - 1), so the weight lines of a level above it may
- * have been loaded after it, those at or below it were not. */
+ * value), once a pair of stages and level, `words` distinct 4-byte words. Its level: the level the
+ * work-items of the CTA made it at (capped at HM_TRACE_LEVELS - 1), so the weight lines of a level
+ * above it may have been loaded after it, those at or below it were not. w_rest: the writer stage's
+ * weight bytes it had still to load after the latest of those stores, counted from the end of the
+ * writer's barrier interval the store was made in (its lines by then: what every work-item of it
+ * had loaded, whatever their order), so a store made early in a long stage (a gate/up unit's flag
+ * before the CTA's next unit) gates its readers there, not at the stage's end; 0 for a store in
+ * the stage's last interval. */
 typedef struct hm_trace_wait {
   uint32_t agent, launch, cta, slot;
   uint32_t w_agent, w_launch, w_cta, w_slot;
   uint32_t words;
   uint32_t level;
+  uint64_t w_rest;
 } hm_trace_wait;
 
 /* A whole trace, each array sorted (agent, launch, cta, slot[, writer]): the same launch gives the

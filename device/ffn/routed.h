@@ -254,11 +254,19 @@ DEV_INLINE void ffn_down_task(const struct ffn_ctx *c, __local struct ffn_lds *l
     const u32 shs = ffn_sw2_steps(&m);
     gemv_wtile_load(&sw, &m, 16u * rt, 0u, shs <= 8u * GEMV_MAX_WSTEPS ? shs : 0u, wave, lane);
   }
-  ho_flags_wait(ffn_words(c, c->a->L.ugf), 1u, ffn_ug_units(c, lds), c->tag);
   ho_flags_wait(ffn_words(c, c->a->L.srdy), 1u, ffn_shared_groups(c), c->tag);
   dev_buf_t MID = dev_buf(ffn_scr(c, c->a->L.mid), S * K * I);
   __global const u32 *MIDS = ffn_words(c, c->a->L.mids);
-  for (u32 tile = wave; tile < R->ntiles; tile += 8u) {
+  /* A round of 8 slot tiles at a time, one a wave, each round waiting (the whole CTA) for its own
+   * tiles' gate/up units only (units are tile-major: tile t's are t G .. t G + G - 1): a task
+   * streams the w2 of tiles whose experts are done while later units still run, rather than
+   * waiting for the step's last unit first. The rounds are uniform across the CTA (the wait's
+   * barrier). */
+  const u32 G = ffn_ngroups(c), ntiles = R->ntiles;
+  for (u32 t0 = 0; t0 < ntiles; t0 += 8u) {
+    const u32 tile = t0 + wave, tn = ntiles - t0 < 8u ? ntiles - t0 : 8u;
+    ho_flags_wait(ffn_words(c, c->a->L.ugf) + t0 * G, 1u, tn * G, c->tag);
+    if (tile >= ntiles) continue;
     const u32 e = R->tile_expert[tile], p0 = R->tile_first[tile], n = R->tile_n[tile];
     dev_buf_t W = dev_buf((__global const void *)(c->a->w2 + (u64)e * D * (I / 2u)), D * (I / 2u));
     __global const u8 *WS = (__global const u8 *)c->a->w2_s + (u64)e * D * c->a->w2_cols;

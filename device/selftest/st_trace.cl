@@ -1,5 +1,6 @@
 /* device/selftest/st_trace.cl: a kernel whose trace (hsa/sim/trace.c) is known in advance: CTA 2's work-
- * items load weight lines between their waits on CTAs 0, 1 and 3, so a test can check each line's level. */
+ * items load weight lines between their waits on CTAs 0, 1 and 3, so a test can check each line's level;
+ * CTA 3 loads after its flag, so a test can check what a wait on it leaves its writer to load. */
 #include "../dev.h"
 #include "selftest.h"
 
@@ -17,6 +18,15 @@ DEV_KERNEL(st_trace, struct st_trace_args, 64) {
   const u32 lid = dev_lid(), cta = dev_cta(), tag = args.tag;
   if (cta != 2u) {
     if (lid == 0u) dev_atomic_store_u32(&flags[32u * cta], tag, DEV_RELEASE, DEV_SCOPE_AGENT);
+    /* CTA 3 goes on loading after its flag: line 11 (work-item 1) in the flag's barrier interval,
+     * line 10 (every work-item) after the barrier, so a wait on the flag has 128 bytes of CTA 3's
+     * weights still to come (hm_trace_wait.w_rest), whichever work-item ran first */
+    if (cta == 3u) {
+      u32 acc = lid == 1u ? st_line(w, 11u) : 0u;
+      dev_barrier();
+      acc += st_line(w, 10u);
+      out[64u + lid] = acc;
+    }
     return;
   }
   /* level 0: lines 0..3, every work-item before any wait */

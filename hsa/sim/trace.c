@@ -31,6 +31,16 @@ _Static_assert(HM_TRACE_SLOTS == DEV_TL_SLOTS + 1u, "a trace slot a timeline slo
 
 struct tr_dep {
   uint32_t slot, w_agent, w_launch, w_cta, w_slot, words, level;
+  uint32_t w_interval; /* the writer's barrier interval of the latest store read (see tr_mark) */
+};
+
+/* The end of a CTA's barrier interval: a stage's barriers number its intervals 0, 1, ... (interval k
+ * ends at barrier k), and at a barrier every work-item has made its loads before it and none after,
+ * so the stage's weight bytes then do not depend on their interleaving. A store is placed in its
+ * interval; a wait on it reads the writer's bytes at that interval's end (hm_trace_wait.w_rest). */
+struct tr_mark {
+  uint32_t agent, launch, cta, slot, interval;
+  uint64_t bytes;
 };
 
 /* A weight line of a stage and its level (the fewest waits a work-item that read it had passed). */
@@ -48,13 +58,16 @@ struct sim_trace_cta {
   uint32_t seen_cap, seen_used;
   struct tr_line *lines; /* open addressing */
   uint32_t lines_cap, lines_used;
+  uint32_t bars[HM_TRACE_SLOTS]; /* barriers each stage has passed: the interval its stores are in */
+  struct tr_mark *marks;         /* its intervals' ends (agent, launch, cta filled at its end) */
+  uint32_t nmarks, capmarks;
 };
 
 /* The writer of a word: the last traced plain or atomic store to it. */
 struct tr_word {
   uintptr_t addr; /* 0: empty */
   uint32_t value;
-  uint32_t agent, launch, cta, slot;
+  uint32_t agent, launch, cta, slot, interval;
 };
 
 /* An allocation's memory file, so a word has one name in every mapping of it (a peer's arena is the
@@ -76,6 +89,8 @@ static struct {
   uint32_t launches[SIM_MAX_GPUS];
   hm_trace out;
   uint32_t cap_launches, cap_stages, cap_waits;
+  struct tr_mark *marks; /* every traced CTA's interval ends */
+  uint32_t nmarks, cap_marks;
   bool oom;
 } T = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -145,8 +160,9 @@ static bool grow(void **p, uint32_t *cap, uint32_t need, size_t size) {
 
 SIM_API void hm_sim_trace_begin(void) {
   pthread_mutex_lock(&T.lock);
-  free(T.map), free(T.out.launches), free(T.out.stages), free(T.out.waits);
+  free(T.map), free(T.out.launches), free(T.out.stages), free(T.out.waits), free(T.marks);
   T.map = NULL, T.cap = T.used = 0;
+  T.marks = NULL, T.nmarks = T.cap_marks = 0;
   memset(&T.out, 0, sizeof T.out);
   memset(T.launches, 0, sizeof T.launches);
   T.cap_launches = T.cap_stages = T.cap_waits = 0;
@@ -164,6 +180,21 @@ static int cmp_u32s(const uint32_t *a, const uint32_t *b, unsigned n) {
 static int cmp_launch(const void *a, const void *b) { return cmp_u32s(a, b, 2); }
 static int cmp_stage(const void *a, const void *b) { return cmp_u32s(a, b, 4); }
 static int cmp_wait(const void *a, const void *b) { return cmp_u32s(a, b, 8); }
+static int cmp_mark(const void *a, const void *b) { return cmp_u32s(a, b, 5); }
+
+/* Each wait's w_rest, from the writer interval it holds there until now: the writer stage's weight
+ * bytes less those at that interval's end, or 0 where no barrier ended it (a store in the stage's
+ * last interval). Under T.lock, out's stages and T.marks sorted. */
+static void resolve_rests(hm_trace *out) {
+  for (uint32_t i = 0; i < out->nwaits; i++) {
+    hm_trace_wait *w = &out->waits[i];
+    const uint32_t key[5] = {w->w_agent, w->w_launch, w->w_cta, w->w_slot, (uint32_t)w->w_rest};
+    const struct tr_mark *m = T.nmarks ? bsearch(key, T.marks, T.nmarks, sizeof *T.marks, cmp_mark) : NULL;
+    const hm_trace_stage *st =
+        m && out->nstages ? bsearch(key, out->stages, out->nstages, sizeof *out->stages, cmp_stage) : NULL;
+    w->w_rest = m && st && st->weight_bytes > m->bytes ? st->weight_bytes - m->bytes : 0;
+  }
+}
 
 SIM_API int hm_sim_trace_end(hm_trace *out) {
   pthread_mutex_lock(&T.lock);
@@ -175,14 +206,17 @@ SIM_API int hm_sim_trace_end(hm_trace *out) {
     if (out->nlaunches) qsort(out->launches, out->nlaunches, sizeof *out->launches, cmp_launch);
     if (out->nstages) qsort(out->stages, out->nstages, sizeof *out->stages, cmp_stage);
     if (out->nwaits) qsort(out->waits, out->nwaits, sizeof *out->waits, cmp_wait);
+    if (T.nmarks) qsort(T.marks, T.nmarks, sizeof *T.marks, cmp_mark);
+    resolve_rests(out);
   } else {
     free(T.out.launches), free(T.out.stages), free(T.out.waits);
     memset(out, 0, sizeof *out);
   }
   memset(&T.out, 0, sizeof T.out);
   T.cap_launches = T.cap_stages = T.cap_waits = 0;
-  free(T.map);
+  free(T.map), free(T.marks);
   T.map = NULL, T.cap = T.used = 0;
+  T.marks = NULL, T.nmarks = T.cap_marks = 0;
   pthread_mutex_unlock(&T.lock);
   return rc;
 }
@@ -211,7 +245,8 @@ bool sim_trace_cta_begin(struct sim_cta *c) {
   if (!c->tr && !(c->tr = calloc(1, sizeof *c->tr))) return false;
   struct sim_trace_cta *t = c->tr;
   memset(t->st, 0, sizeof t->st);
-  t->top = 0, t->ndeps = 0;
+  t->top = 0, t->ndeps = 0, t->nmarks = 0;
+  memset(t->bars, 0, sizeof t->bars);
   if (t->seen) memset(t->seen, 0, (size_t)t->seen_cap * sizeof *t->seen);
   t->seen_used = 0;
   if (t->lines) memset(t->lines, 0, (size_t)t->lines_cap * sizeof *t->lines);
@@ -222,7 +257,7 @@ bool sim_trace_cta_begin(struct sim_cta *c) {
 
 void sim_trace_cta_free(struct sim_cta *c) {
   if (!c->tr) return;
-  free(c->tr->deps), free(c->tr->seen), free(c->tr->lines), free(c->tr);
+  free(c->tr->deps), free(c->tr->seen), free(c->tr->lines), free(c->tr->marks), free(c->tr);
   c->tr = NULL;
 }
 
@@ -233,7 +268,8 @@ void sim_trace_cta_end(struct sim_cta *c) {
   pthread_mutex_lock(&T.lock);
   if (atomic_load(&T.on) &&
       grow((void **)&T.out.stages, &T.cap_stages, T.out.nstages + t->top, sizeof *T.out.stages) &&
-      grow((void **)&T.out.waits, &T.cap_waits, T.out.nwaits + t->ndeps, sizeof *T.out.waits)) {
+      grow((void **)&T.out.waits, &T.cap_waits, T.out.nwaits + t->ndeps, sizeof *T.out.waits) &&
+      grow((void **)&T.marks, &T.cap_marks, T.nmarks + t->nmarks, sizeof *T.marks)) {
     for (uint32_t s = 0; s < t->top; s++) {
       hm_trace_stage *o = &T.out.stages[T.out.nstages++];
       *o = t->st[s];
@@ -241,8 +277,15 @@ void sim_trace_cta_end(struct sim_cta *c) {
     }
     for (uint32_t i = 0; i < t->ndeps; i++) {
       const struct tr_dep *p = &t->deps[i];
-      T.out.waits[T.out.nwaits++] = (hm_trace_wait){d->k->agent->gpu_index, d->tr_launch, c->id, p->slot,
-                                                    p->w_agent, p->w_launch, p->w_cta, p->w_slot, p->words, p->level};
+      /* w_rest holds the writer's interval until the trace ends (resolve_rests) */
+      T.out.waits[T.out.nwaits++] = (hm_trace_wait){d->k->agent->gpu_index, d->tr_launch, c->id,     p->slot,
+                                                    p->w_agent,              p->w_launch,   p->w_cta, p->w_slot,
+                                                    p->words,                p->level,      p->w_interval};
+    }
+    for (uint32_t i = 0; i < t->nmarks; i++) {
+      struct tr_mark m = t->marks[i];
+      m.agent = d->k->agent->gpu_index, m.launch = d->tr_launch, m.cta = c->id;
+      T.marks[T.nmarks++] = m;
     }
   } else if (atomic_load(&T.on)) {
     T.oom = true;
@@ -284,6 +327,12 @@ static bool seen_first(struct sim_trace_cta *t, uint32_t slot, uintptr_t a, bool
   return seen_key(t, ((uint64_t)a << 6 | slot << 1 | (waited ? 1u : 0u)) + 1);
 }
 
+/* (slot, word, the level a wait on it was made at): a wait's words counted at each of its levels. The
+ * level goes in the top bits, beside the other keys' (a clash only merges two words, as word_name's) */
+static bool seen_at_level(struct sim_trace_cta *t, uint32_t slot, uintptr_t a, uint32_t level) {
+  return seen_key(t, (((uint64_t)a << 6 | slot << 1) ^ ((uint64_t)(level + 1u) << 59)) + 1);
+}
+
 /* A weight line the stage `slot` read at `level`: the stage's bytes by level, each line at the lowest
  * level any of its readers read it (a reader at a lower level than an earlier one moves it down). */
 static void line_read(struct sim_trace_cta *t, hm_trace_stage *s, uint32_t slot, uintptr_t line, uint32_t level) {
@@ -315,20 +364,23 @@ static void line_read(struct sim_trace_cta *t, hm_trace_stage *s, uint32_t slot,
   }
 }
 
-/* The wait of stage `slot` on w's stage, made at `level`: its record (its words counted when `word_new`)
- * keeps the lowest level any work-item made it at. */
+/* The wait of stage `slot` on w's stage, made at `level`: a record a (writer stage, level), its words
+ * counted when `word_new` (a word new to that level), keeping the latest writer interval it read. Each
+ * level's record is its own: the words a work-item reads at a level are fixed by its program order,
+ * whichever work-item got there first, and a later level's waits may read later stores (a down task's
+ * round of tiles after the next, on a writer that ran several units). */
 static void add_dep(struct sim_trace_cta *t, uint32_t slot, const struct tr_word *w, bool word_new, uint32_t level) {
   for (uint32_t i = t->ndeps; i-- > 0;) {
     struct tr_dep *p = &t->deps[i];
-    if (p->slot == slot && p->w_agent == w->agent && p->w_launch == w->launch && p->w_cta == w->cta &&
-        p->w_slot == w->slot) {
+    if (p->slot == slot && p->level == level && p->w_agent == w->agent && p->w_launch == w->launch &&
+        p->w_cta == w->cta && p->w_slot == w->slot) {
       p->words += word_new;
-      if (level < p->level) p->level = level;
+      if (w->interval > p->w_interval) p->w_interval = w->interval;
       return;
     }
   }
   if (!word_new || !grow((void **)&t->deps, &t->capdeps, t->ndeps + 1, sizeof *t->deps)) return;
-  t->deps[t->ndeps++] = (struct tr_dep){slot, w->agent, w->launch, w->cta, w->slot, 1, level};
+  t->deps[t->ndeps++] = (struct tr_dep){slot, w->agent, w->launch, w->cta, w->slot, 1, level, w->interval};
 }
 
 static uint32_t level_cap(uint32_t level) { return level < HM_TRACE_LEVELS ? level : HM_TRACE_LEVELS - 1; }
@@ -357,9 +409,9 @@ static void handoff_read(struct sim_lane *l, const void *p, const void *val, uin
     if (dep) {
       /* at the work-item's level; the weights it loads next are above it */
       l->tr_pending = true;
-      const bool word_new = seen_first(t, l->tr_slot, a, true);
-      add_dep(t, l->tr_slot, &found, word_new, level_cap(l->tr_level));
-      if (word_new) s->handoff_bytes += 4;
+      const uint32_t level = level_cap(l->tr_level);
+      if (seen_first(t, l->tr_slot, a, true)) s->handoff_bytes += 4;
+      add_dep(t, l->tr_slot, &found, seen_at_level(t, l->tr_slot, a, level), level);
     }
   }
 }
@@ -398,6 +450,7 @@ static void wrote(struct sim_lane *l, const void *p, const void *in, uint32_t by
     if (!w) break;
     memcpy(&w->value, (const uint8_t *)in + o, 4);
     w->agent = c->d->k->agent->gpu_index, w->launch = c->d->tr_launch, w->cta = c->id, w->slot = l->tr_slot;
+    w->interval = c->tr->bars[l->tr_slot];
   }
   pthread_mutex_unlock(&T.lock);
 }
@@ -447,4 +500,10 @@ void sim_trace_barrier(struct sim_cta *c) {
     if (l->tr_level == top) pending |= l->tr_pending;
   }
   for (uint32_t i = 0; i < c->size; i++) c->lanes[i].tr_level = top, c->lanes[i].tr_pending = pending;
+  /* the end of the stage's barrier interval: its weight bytes now (every work-item is in the stage
+   * the barrier is in: each passes the same stamps before it) */
+  struct sim_trace_cta *t = c->tr;
+  const uint32_t slot = c->lanes[0].tr_slot;
+  if (!t || !grow((void **)&t->marks, &t->capmarks, t->nmarks + 1, sizeof *t->marks)) return;
+  t->marks[t->nmarks++] = (struct tr_mark){.slot = slot, .interval = t->bars[slot]++, .bytes = t->st[slot].weight_bytes};
 }

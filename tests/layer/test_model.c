@@ -328,6 +328,45 @@ START_TEST(second_wait_gates_only_later_loads) {
 }
 END_TEST
 
+/* A writer that stores what its reader waits for early in a long stream: CTA 0 streams W0 bytes and
+ * raised its flag with R of them still to load (hm_trace_wait.w_rest, as a gate/up unit's flag before
+ * the CTA's next unit); CTA 1 waits for it, then streams W1. The flag left CTA 0 at its end less R at
+ * its share, so CTA 1 starts then plus the hand-off, not after CTA 0's end; with R = 0 it waits for
+ * the end. The critical path still sums to the total, CTA 0's piece ending at its store. A w_rest over
+ * the writer's weight bytes is a malformed trace: refused. On MI355X's whole grid. */
+START_TEST(early_store_gates_early) {
+  const hm_part *p = hm_part_find("mi355x");
+  const double share = p->hbm_bw / p->cus, L = p->load_lat_s, lat = p->dev_handoff_s;
+  const uint64_t W0 = 1u << 20, R = 768u << 10, W1 = 1u << 20;
+  for (int early = 0; early < 3; early++) {
+    hm_trace_stage st[2] = {{.cta = 0, .weight_bytes = W0, .weight_level_bytes = {W0}},
+                            {.cta = 1, .weight_bytes = W1, .weight_level_bytes = {0, W1}}};
+    hm_trace_wait w = {.cta = 1, .w_cta = 0, .words = 1, .w_rest = early == 2 ? W0 + 1 : early ? R : 0};
+    hm_trace_launch l = {.agent = 0, .ctas = p->cus};
+    hm_trace t = made(st, 2, &w, 1, &l, 1);
+    hm_model_result r;
+    char err[200];
+    if (early == 2) {
+      ck_assert_int_eq(hm_model_run(&t, p, &r, err, sizeof err), -1);
+      ck_assert_msg(strstr(err, "more bytes than its writer loads") != NULL, "%s", err);
+      continue;
+    }
+    ck_assert_msg(hm_model_run(&t, p, &r, err, sizeof err) == 0, "%s", err);
+    const double store = L + (double)(W0 - (early ? R : 0)) / share;
+    const double want = store + lat + L + (double)W1 / share;
+    ck_assert_msg(fabs(r.total_s - want) <= 1e-12 * want, "w_rest %s: %g s, want %g", early ? "R" : "0", r.total_s,
+                  want);
+    ck_assert_msg(fabs(path_sum(&r) - r.total_s) <= 1e-15, "path %g, total %g", path_sum(&r), r.total_s);
+    ck_assert_uint_eq(r.npath, 3);
+    ck_assert_uint_eq(r.path[0].cta, 0);
+    ck_assert_msg(fabs(r.path[0].s - store) <= 1e-12 * store, "CTA 0's piece %g, want %g", r.path[0].s, store);
+    ck_assert_int_eq(r.path[1].kind, HM_SEG_WAIT);
+    ck_assert_uint_eq(r.path[2].cta, 1);
+    hm_model_result_free(&r);
+  }
+}
+END_TEST
+
 /* A stage whose weight levels do not add up to its weight bytes is a malformed trace: refused. */
 START_TEST(levels_must_sum) {
   hm_trace_stage st = {.weight_bytes = 256, .weight_level_bytes = {128}};
@@ -357,6 +396,7 @@ Suite *hm_test_suite(void) {
       {"handoff_chain", handoff_chain},
       {"preload_latency_once", preload_latency_once},
       {"second_wait_gates_only_later_loads", second_wait_gates_only_later_loads},
+      {"early_store_gates_early", early_store_gates_early},
       {"levels_must_sum", levels_must_sum},
       {"trace_off_records_nothing", trace_off_records_nothing},
       {"trace_deterministic", trace_deterministic},

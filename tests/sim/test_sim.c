@@ -998,7 +998,11 @@ END_TEST
  * and 8 (level 2), work-item 3 line 8 without waiting (level 1: a line is at its lowest reader's level).
  * The same records with chaos off and under two seeds (any order of the work-items), weak visibility
  * on. A barrier that did not pass waits on would leave lines 6, 7 at level 0; a line kept at its first
- * reader's level would put line 8 at 2 when work-item 1 came first. */
+ * reader's level would put line 8 at 2 when work-item 1 came first. CTA 3 raises its flag, then loads
+ * line 11 (work-item 1, before a barrier) and line 10 (every work-item, after it): the wait on its
+ * flag leaves it 128 bytes to load (w_rest, counted from the barrier that ends the flag's interval:
+ * line 11 may be loaded before or after the flag, line 10 never before), the waits on CTAs 0 and 1,
+ * which load nothing, 0. */
 START_TEST(trace_levels) {
   const char *seeds[] = {NULL, "3", "11"};
   setenv("HSAMONO_SIM_WEAK", "1", 1);
@@ -1012,10 +1016,10 @@ START_TEST(trace_levels) {
     hm_queue *q;
     ck_assert_int_eq(hm_queue_create(a, 64, &q), HM_OK);
     const hm_kernel *k = t_kernel(t_program(a), "st_trace");
-    uint32_t *w, *flags, *out = t_host(a, 64 * 4);
-    ck_assert_int_eq(hm_mem_alloc(a, HM_POOL_COARSE, 10 * 128, 0, (void **)&w), HM_OK);
+    uint32_t *w, *flags, *out = t_host(a, 128 * 4);
+    ck_assert_int_eq(hm_mem_alloc(a, HM_POOL_COARSE, 12 * 128, 0, (void **)&w), HM_OK);
     ck_assert_int_eq(hm_mem_alloc(a, HM_POOL_UNCACHED, 4 * 128, 0, (void **)&flags), HM_OK);
-    ck_assert_int_eq(hm_mem_fill(rt, w, 1, 10 * 32), HM_OK);
+    ck_assert_int_eq(hm_mem_fill(rt, w, 1, 12 * 32), HM_OK);
     ck_assert_int_eq(hm_mem_fill(rt, flags, 0, 4 * 32), HM_OK);
     struct st_trace_args args = {.weights = (uint64_t)(uintptr_t)w, .flags = (uint64_t)(uintptr_t)flags,
                                  .out = (uint64_t)(uintptr_t)out, .tag = 5};
@@ -1024,8 +1028,10 @@ START_TEST(trace_levels) {
     hm_trace t;
     ck_assert_int_eq(hm_runtime_trace_end(rt, &t), HM_OK);
     ck_assert_uint_eq(out[0], 4); /* it ran: work-item 0 loaded four words of 1 */
+    ck_assert_uint_eq(out[64 + 1], 2); /* CTA 3 ran its loads: work-item 1 two words of 1 */
     ck_assert_uint_eq(t.nlaunches, 1);
     ck_assert_uint_eq(t.nstages, 4);
+    ck_assert_uint_eq(t.stages[3].weight_bytes, 2 * 128);
     const hm_trace_stage *s = &t.stages[2];
     ck_assert_uint_eq(s->cta, 2);
     const uint64_t want[HM_TRACE_LEVELS] = {4 * 128, 5 * 128, 128};
@@ -1035,13 +1041,15 @@ START_TEST(trace_levels) {
                     seeds[r] ? seeds[r] : "off", l, (unsigned long long)s->weight_level_bytes[l],
                     (unsigned long long)want[l]);
     ck_assert_uint_eq(t.nwaits, 3);
-    const uint32_t writer[3] = {0, 1, 3}, level[3] = {0, 0, 1};
+    const uint32_t writer[3] = {0, 1, 3}, level[3] = {0, 0, 1}, rest[3] = {0, 0, 128};
     for (uint32_t i = 0; i < 3; i++) {
       ck_assert_uint_eq(t.waits[i].cta, 2);
       ck_assert_uint_eq(t.waits[i].w_cta, writer[i]);
       ck_assert_uint_eq(t.waits[i].words, 1);
       ck_assert_msg(t.waits[i].level == level[i], "chaos %s: the wait on CTA %u at level %u, want %u",
                     seeds[r] ? seeds[r] : "off", writer[i], t.waits[i].level, level[i]);
+      ck_assert_msg(t.waits[i].w_rest == rest[i], "chaos %s: the wait on CTA %u leaves it %llu bytes, want %u",
+                    seeds[r] ? seeds[r] : "off", writer[i], (unsigned long long)t.waits[i].w_rest, rest[i]);
     }
     hm_trace_free(&t);
     hm_runtime_close(rt);

@@ -33,7 +33,7 @@ static int trace_open(void) {
   fprintf(csv.f, "record,rows,agent,launch,kernel,cta,slot,weight_bytes");
   for (unsigned k = 0; k < HM_TRACE_LEVELS; k++) fprintf(csv.f, ",level%u_bytes", k);
   fprintf(csv.f, ",handoff_bytes,dev_store_bytes,sys_store_bytes,peer_store_bytes,w_agent,w_launch,w_cta,w_slot,"
-                 "words,level\n");
+                 "words,level,w_rest\n");
   return 0;
 }
 
@@ -59,7 +59,7 @@ static void trace_csv(const hm_trace *t, uint32_t rows) {
     fprintf(csv.f, "stage,%u,%u,%u,%s,%u,%u,%llu", rows, s->agent, s->launch, launch_kernel(t, s->agent, s->launch),
             s->cta, s->slot, (unsigned long long)s->weight_bytes);
     for (unsigned k = 0; k < HM_TRACE_LEVELS; k++) fprintf(csv.f, ",%llu", (unsigned long long)s->weight_level_bytes[k]);
-    fprintf(csv.f, ",%llu,%llu,%llu,%llu,,,,,,\n", (unsigned long long)s->handoff_bytes,
+    fprintf(csv.f, ",%llu,%llu,%llu,%llu,,,,,,,\n", (unsigned long long)s->handoff_bytes,
             (unsigned long long)s->dev_store_bytes, (unsigned long long)s->sys_store_bytes,
             (unsigned long long)s->peer_store_bytes);
   }
@@ -68,7 +68,8 @@ static void trace_csv(const hm_trace *t, uint32_t rows) {
     fprintf(csv.f, "wait,%u,%u,%u,%s,%u,%u,", rows, w->agent, w->launch, launch_kernel(t, w->agent, w->launch), w->cta,
             w->slot);
     for (unsigned k = 0; k < HM_TRACE_LEVELS; k++) fputc(',', csv.f);
-    fprintf(csv.f, ",,,,,%u,%u,%u,%u,%u,%u\n", w->w_agent, w->w_launch, w->w_cta, w->w_slot, w->words, w->level);
+    fprintf(csv.f, ",,,,,%u,%u,%u,%u,%u,%u,%llu\n", w->w_agent, w->w_launch, w->w_cta, w->w_slot, w->words, w->level,
+            (unsigned long long)w->w_rest);
   }
 }
 

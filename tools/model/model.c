@@ -13,6 +13,9 @@ struct node {
   double end;
   int32_t pred;        /* the node its gate came from: -1 none (launch start at 0) */
   double lat;          /* the hand-off latency on that edge (0: its CTA's previous stage or the launch before) */
+  double pred_t;       /* when the edge left pred: its end, or its store's time (writer_time) */
+  double from;         /* pred_t + lat: where its piece of a critical path begins (0 with no pred) */
+  double share;        /* its CTA's share of HBM, B/s */
 };
 
 struct ctx {
@@ -30,6 +33,7 @@ struct src {
   double t;
   int32_t pred;
   double lat;
+  double pt; /* when the edge left pred (t - lat) */
 };
 
 static int cmp4(const uint32_t *a, const uint32_t *b) {
@@ -68,6 +72,16 @@ static int fail(struct ctx *c, const char *msg, const hm_trace_stage *s) {
 
 static int eval(struct ctx *c, uint32_t i);
 
+/* When writer stage j made a store it still had `rest` weight bytes to load after (hm_trace_wait.w_rest):
+ * its end less the time those take at its share, not before the start of its piece of the path (its
+ * gate's source). A wait on a store made early in a long stage is gated there, not at the stage's end. */
+static double writer_time(const struct ctx *c, int32_t j, uint64_t rest) {
+  const struct node *w = &c->n[j];
+  if (!rest) return w->end;
+  const double t = w->end - (double)rest / w->share;
+  return t > w->from ? t : w->from;
+}
+
 /* The end of launch `launch` on `agent` (its last stage's end) and that stage, for the next launch's start. */
 static int launch_end(struct ctx *c, uint32_t agent, uint32_t launch, double *end, int32_t *who) {
   *end = 0, *who = -1;
@@ -95,7 +109,7 @@ static int eval(struct ctx *c, uint32_t i) {
   const double share = (p->hbm_bw < p->cu_bw * p->cus ? p->hbm_bw : p->cu_bw * p->cus) / ctas;
   /* its start: its CTA's previous stage, or the agent's launch before it, or 0 */
   double start = 0;
-  n->pred = -1, n->lat = 0;
+  n->pred = -1, n->lat = 0, n->share = share;
   if (i > 0 && s->slot > 0 && c->t->stages[i - 1].agent == s->agent && c->t->stages[i - 1].launch == s->launch &&
       c->t->stages[i - 1].cta == s->cta) {
     if (eval(c, i - 1)) return -1;
@@ -112,14 +126,16 @@ static int eval(struct ctx *c, uint32_t i) {
   enum { L = HM_TRACE_LEVELS };
   const int32_t start_pred = n->pred;
   struct src gate[L + 1];
-  for (uint32_t k = 0; k <= L; k++) gate[k] = (struct src){start, start_pred, 0};
+  for (uint32_t k = 0; k <= L; k++) gate[k] = (struct src){start, start_pred, 0, start};
   for (uint32_t k = n->wbeg; k < n->wend; k++) {
     const hm_trace_wait *w = &c->t->waits[k];
     int32_t j = find_stage(c->t, w->w_agent, w->w_launch, w->w_cta, w->w_slot);
     if (j < 0) return fail(c, "a wait on a stage the trace lacks", s);
     if (eval(c, (uint32_t)j)) return -1;
     const double lat = w->w_agent == s->agent ? p->dev_handoff_s : p->sys_handoff_s;
-    const struct src g = {c->n[j].end + lat, j, lat};
+    if (w->w_rest > c->t->stages[j].weight_bytes) return fail(c, "a wait on a store after more bytes than its writer loads", s);
+    const double wt = writer_time(c, j, w->w_rest);
+    const struct src g = {wt + lat, j, lat, wt};
     for (uint32_t lv = (w->level < L ? w->level : L - 1) + 1; lv <= L; lv++)
       if (g.t > gate[lv].t) gate[lv] = g;
   }
@@ -134,7 +150,7 @@ static int eval(struct ctx *c, uint32_t i) {
   const uint64_t rest = s->handoff_bytes + local;
   struct src e = gate[L];
   if (s->weight_bytes + rest) {
-    e = (struct src){start + p->load_lat_s + (double)s->weight_level_bytes[0] / share, start_pred, 0};
+    e = (struct src){start + p->load_lat_s + (double)s->weight_level_bytes[0] / share, start_pred, 0, start};
     for (uint32_t k = 1; k <= L; k++) {
       const uint64_t b = k < L ? s->weight_level_bytes[k] : rest;
       if (!b) continue;
@@ -159,7 +175,8 @@ static int eval(struct ctx *c, uint32_t i) {
   }
   /* its source on the critical path: the gate (a writer's end and its latency, or its start) that set
    * its end */
-  n->end = e.t + push, n->pred = e.pred, n->lat = e.lat;
+  n->end = e.t + push, n->pred = e.pred, n->lat = e.lat, n->pred_t = e.pt;
+  n->from = e.pred >= 0 ? e.pt + e.lat : 0;
   n->state = 2;
   return 0;
 }
@@ -196,16 +213,18 @@ int hm_model_run(const hm_trace *t, const hm_part *p, hm_model_result *out, char
     out->total_s = c.n[last].end;
     for (uint32_t a = 0; a < 64; a++) out->weight_bytes = wb[a] > out->weight_bytes ? wb[a] : out->weight_bytes;
     out->floor_s = (double)out->weight_bytes / p->hbm_bw;
-    /* the path back from the last stage: each stage from its gate's source to its end, a wait's latency */
+    /* the path back from the last stage: each stage from its gate's source until the edge left it (the
+     * last one's end, a writer's store), a wait's latency */
     uint32_t cap_path = 2 * t->nstages + 2, m = 0;
     hm_model_seg *path = malloc(cap_path * sizeof *path);
     if (!path) rc = -1, snprintf(err, cap, "out of memory");
+    double until = rc ? 0 : c.n[last].end;
     for (int32_t i = last; !rc && i >= 0 && m + 2 <= cap_path;) {
       const struct node *n = &c.n[i];
       const hm_trace_stage *s = n->st;
-      const double from = n->pred >= 0 ? c.n[n->pred].end + n->lat : 0;
       path[m++] = (hm_model_seg){.kind = HM_SEG_STAGE, .agent = s->agent, .launch = s->launch, .cta = s->cta,
-                                 .slot = s->slot, .s = n->end - from};
+                                 .slot = s->slot, .s = until - n->from};
+      until = n->pred_t;
       if (n->pred >= 0 && n->lat > 0) {
         const hm_trace_stage *w = c.n[n->pred].st;
         path[m++] = (hm_model_seg){HM_SEG_WAIT, s->agent, s->launch, s->cta, s->slot, w->agent, w->launch, w->cta,
