@@ -207,9 +207,16 @@ DEV_INLINE u32 dev_wave_max_u32(u32 v) {
 
 #if defined(DEV_GPU)
 /* s_barrier between workgroup-scope release and acquire fences: LDS and the CTA's own
- * global stores are visible to the CTA's other work-items afterwards. */
+ * global stores are visible to the CTA's other work-items afterwards. The release fence should
+ * bring s_waitcnt lgkmcnt(0) (LDS done) before the barrier, and does almost everywhere, but clang
+ * 22 dropped it on one path: the FFN down stage's round wait, reached from the previous round's
+ * LDS writes through ho_flags_wait's no-poll branch (work-items past the flags), on gfx950 and
+ * gfx942 (device:memseq's barrier rule caught it). So the wait is explicit: 0xC07F is lgkmcnt(0)
+ * with vmcnt and expcnt at their maxima (no wait) in gfx9's encoding; where the compiler already
+ * waited, it costs one instruction. */
 DEV_INLINE void dev_barrier(void) {
   __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
+  __builtin_amdgcn_s_waitcnt(0xC07F);
   __builtin_amdgcn_s_barrier();
   __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
 }
