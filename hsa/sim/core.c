@@ -27,11 +27,13 @@ hsa_status_t sim_error(hsa_status_t s, const char *fmt, ...) {
   return s;
 }
 
-uint64_t sim_now_ns(void) {
+uint64_t sim_clock_ns(clockid_t clock) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(clock, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+
+uint64_t sim_now_ns(void) { return sim_clock_ns(CLOCK_MONOTONIC); }
 
 /* A bad HSAMONO_SIM_* value: one line on stderr, unasked, naming the variable, the value, what it
  * must be and what is used instead. The agent is a test bench: a run under a misspelt setting must

@@ -136,13 +136,6 @@ static bool start_cta(struct sim_dispatch *d, uint32_t id, unsigned cu, const ui
   return true;
 }
 
-/* The CPU time this process has had, in ns. */
-static uint64_t process_cpu_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* ---------------------------------------------------------------- placement on CUs */
 
 static uint32_t round_up(uint32_t v, uint32_t g) { return (v + g - 1) / g * g; }
@@ -428,8 +421,7 @@ void sim_dispatch_start(struct sim_queue *q, const hsa_kernel_dispatch_packet_t 
   hm_residency res;
   d->resident_limit = hm_residency_compute(&k->agent->limits, &r, &res) == HM_OK ? res.ctas_per_cu * k->agent->ncus : 0;
   d->last_change_ns = sim_now_ns();
-  d->rounds_at_change = 0;
-  d->cpu_at_change_ns = process_cpu_ns();
+  d->cpu_at_change_ns = sim_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
   sim_watchdog_ensure();
   active_add(d);
   struct sim_agent *a = k->agent;
@@ -534,7 +526,7 @@ static void *watchdog_main(void *arg) {
     ts.tv_nsec += 50 * 1000000;
     if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
     pthread_cond_timedwait(&active_cv, &active_lock, &ts);
-    uint64_t now = sim_now_ns(), cpu = process_cpu_ns();
+    uint64_t now = sim_now_ns(), cpu = sim_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
     struct sim_dispatch *stuck[64], *gone[64];
     unsigned n = 0, ng = 0;
     for (struct sim_dispatch **pp = &sim.active; *pp;) {

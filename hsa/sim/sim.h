@@ -16,6 +16,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "dev_host.h"
 #include "fiber.h"
@@ -372,6 +373,7 @@ extern struct sim_state sim;
 
 hsa_status_t sim_error(hsa_status_t s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 uint64_t sim_now_ns(void);
+uint64_t sim_clock_ns(clockid_t clock); /* clock_gettime's clock in ns (the watchdog's CPU time) */
 void sim_config_load(struct sim_config *cfg);
 
 /* agents */

@@ -504,6 +504,10 @@ void sim_trace_barrier(struct sim_cta *c) {
    * the barrier is in: each passes the same stamps before it) */
   struct sim_trace_cta *t = c->tr;
   const uint32_t slot = c->lanes[0].tr_slot;
-  if (!t || !grow((void **)&t->marks, &t->capmarks, t->nmarks + 1, sizeof *t->marks)) return;
-  t->marks[t->nmarks++] = (struct tr_mark){.slot = slot, .interval = t->bars[slot]++, .bytes = t->st[slot].weight_bytes};
+  if (!t) return;
+  /* counted even when the mark cannot be kept (out of memory): later stores stay in their own
+   * intervals, and a store whose interval has no mark gets w_rest 0, its writer's end */
+  const uint32_t interval = t->bars[slot]++;
+  if (grow((void **)&t->marks, &t->capmarks, t->nmarks + 1, sizeof *t->marks))
+    t->marks[t->nmarks++] = (struct tr_mark){.slot = slot, .interval = interval, .bytes = t->st[slot].weight_bytes};
 }
