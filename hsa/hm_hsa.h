@@ -291,7 +291,10 @@ uint64_t hm_arrival_default_ns(const hm_runtime *rt);
  * arguments). If not, the launch is told to abort and HM_ERR_REFUSED says how many arrived and
  * how the aborted launch ended within another arrival_timeout_ns (when d has a completion signal):
  * not at all (still in flight), or failed on the agent, with its reason. A queue error before the
- * grid arrived returns HM_ERR_QUEUE_FAULT with the agent's reason. */
+ * grid arrived returns HM_ERR_QUEUE_FAULT with the agent's reason. On the software agent the bound
+ * runs out only while the agent reports CTAs it cannot start (no room, held back, a blocked packet):
+ * a CTA it has placed is resident, only waiting for a core of a loaded host; the agent's own default
+ * on top of the bound ends even that wait. */
 struct hm_dev_persist;
 hm_status hm_persistent_launch(hm_queue *q, const hm_dispatch *d, struct hm_dev_persist *arrive,
                                uint64_t arrival_timeout_ns);

@@ -60,6 +60,7 @@ struct hm_hsa_api {
   /* the software agent's extensions (NULL on ROCr) */
   hm_sim_set_host_object_fn sim_set_host_object;
   hm_sim_queue_error_fn sim_queue_error;
+  hm_sim_queue_unplaced_fn sim_queue_unplaced;
   hm_sim_describe_fn sim_describe;
   hm_sim_trace_begin_fn sim_trace_begin;
   hm_sim_trace_end_fn sim_trace_end;
@@ -104,7 +105,7 @@ struct hm_cpu {
 struct hm_runtime {
   struct hm_hsa_api api;
   char backend[256];
-  char describe[320];
+  char describe[384];
   bool sim;
   uint64_t ticks_per_s; /* HSA_SYSTEM_INFO_TIMESTAMP_FREQUENCY: signal-wait timeouts */
   hm_agent *agents;

@@ -69,6 +69,7 @@ static hm_status load_table(hm_runtime *rt, const char *path) {
   }
   api->sim_set_host_object = (hm_sim_set_host_object_fn)dlsym(dl, HM_SIM_SET_HOST_OBJECT);
   api->sim_queue_error = (hm_sim_queue_error_fn)dlsym(dl, HM_SIM_QUEUE_ERROR);
+  api->sim_queue_unplaced = (hm_sim_queue_unplaced_fn)dlsym(dl, HM_SIM_QUEUE_UNPLACED);
   api->sim_describe = (hm_sim_describe_fn)dlsym(dl, HM_SIM_DESCRIBE);
   api->sim_trace_begin = (hm_sim_trace_begin_fn)dlsym(dl, HM_SIM_TRACE_BEGIN);
   api->sim_trace_end = (hm_sim_trace_end_fn)dlsym(dl, HM_SIM_TRACE_END);

@@ -190,6 +190,7 @@ void sim_config_load(struct sim_config *cfg) {
   cfg->laggard_every = (unsigned)env_uint("HSAMONO_SIM_LAGGARD", 4, 1, 1000000);
   lag_rank(cfg);
   cfg->stack_bytes = (size_t)env_uint("HSAMONO_SIM_STACK_KB", 64, 16, 8192) * 1024;
+  cfg->start_late_ms = env_uint("HSAMONO_SIM_START_LATE_MS", 0, 0, 60000);
   const char *hold = getenv("HSAMONO_SIM_HOLD_CTAS");
   if (hold && *hold && !parse_hold(hold, cfg)) {
     env_bad("HSAMONO_SIM_HOLD_CTAS", hold,
@@ -258,9 +259,10 @@ static void build_topology(void) {
   char lag[48];
   snprintf(lag, sizeof lag, ", GPU %d lagging", cfg->lag_gpu);
   snprintf(sim.describe, sizeof sim.describe,
-           "software HSA agent: %u x %s, %u CUs each%s%s%s%s%s; timings are not GPU timings", cfg->ngpus, cfg->arch,
+           "software HSA agent: %u x %s, %u CUs each%s%s%s%s%s%s; timings are not GPU timings", cfg->ngpus, cfg->arch,
            cfg->cus, cfg->nnodes > 1 ? numa : "", cfg->weak ? ", weak visibility" : "", cfg->chaos ? ", chaos" : "",
-           cfg->nhold ? ", CTAs held back (HSAMONO_SIM_HOLD_CTAS)" : "", cfg->lag_gpu >= 0 ? lag : "");
+           cfg->nhold ? ", CTAs held back (HSAMONO_SIM_HOLD_CTAS)" : "", cfg->lag_gpu >= 0 ? lag : "",
+           cfg->start_late_ms ? ", CTAs start late (HSAMONO_SIM_START_LATE_MS)" : "");
 }
 
 SIM_API const char *hm_sim_describe(void) { return sim.describe; }

@@ -76,6 +76,10 @@ static void *worker_main(void *arg) {
     if (w->quit) break;
     pthread_mutex_unlock(&pool_lock);
     struct sim_cta *c = &w->cta;
+    if (sim.cfg.start_late_ms) {
+      struct timespec late = {(time_t)(sim.cfg.start_late_ms / 1000), (long)(sim.cfg.start_late_ms % 1000) * 1000000};
+      nanosleep(&late, NULL);
+    }
     if (prepare_cta(w, c->size)) {
       sim_cta_run(c);
       if (c->d->tr_on) sim_trace_cta_end(c);
@@ -481,6 +485,21 @@ void sim_dispatch_abort(struct sim_dispatch *d, const char *why) {
   uint32_t done = atomic_fetch_add(&d->finished, skipped) + skipped;
   pthread_mutex_unlock(&a->lock);
   if (skipped && done == d->nctas) dispatch_end(d);
+}
+
+uint32_t sim_queue_unplaced_ctas(struct sim_queue *q) {
+  uint32_t n = 0;
+  /* lock order active_lock, then an agent's lock (nothing takes them the other way round) */
+  pthread_mutex_lock(&active_lock);
+  for (struct sim_dispatch *d = sim.active; d; d = d->next_active) {
+    if (d->q != q || atomic_load(&d->abort)) continue;
+    struct sim_agent *a = d->k->agent;
+    pthread_mutex_lock(&a->lock);
+    n += d->nctas - d->next;
+    pthread_mutex_unlock(&a->lock);
+  }
+  pthread_mutex_unlock(&active_lock);
+  return n;
 }
 
 void sim_dispatches_abort_queue(struct sim_queue *q) {

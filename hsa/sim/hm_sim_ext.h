@@ -25,6 +25,12 @@ typedef hsa_status_t (*hm_sim_set_host_object_fn)(hsa_executable_t exe, const vo
 #define HM_SIM_QUEUE_ERROR "hm_sim_queue_error"
 typedef size_t (*hm_sim_queue_error_fn)(const hsa_queue_t *queue, char *buf, size_t cap);
 
+/* How many CTAs of the queue's packets the agent cannot start now (no room on the CUs, held back,
+ * or a packet waiting on its barrier bit or dependencies); 0 when it is only behind (a loaded host):
+ * on the software agent a placed CTA is resident, whenever its thread gets a core. */
+#define HM_SIM_QUEUE_UNPLACED "hm_sim_queue_unplaced"
+typedef uint32_t (*hm_sim_queue_unplaced_fn)(const hsa_queue_t *queue);
+
 /* A one-line description of the agent's configuration (arch, agents, CUs, modes). */
 #define HM_SIM_DESCRIBE "hm_sim_describe"
 typedef const char *(*hm_sim_describe_fn)(void);

@@ -49,6 +49,17 @@ void sim_queue_fail(struct sim_queue *q, hsa_status_t status, const char *fmt, .
   sim_signal_changed(q->doorbell);
 }
 
+/* How many CTAs of this queue's packets the agent cannot start now: those of its dispatches not
+ * placed on a CU (no room: another kernel holds the CUs; or held back by HSAMONO_SIM_HOLD_CTAS), and
+ * one more while the packet processor waits on a packet's barrier bit or dependencies. 0 means the
+ * agent is only behind: a packet it has not read yet though nothing blocks it, or CTAs placed whose
+ * threads have not run yet (a loaded host). hm_persistent_launch tells the two apart with it. */
+SIM_API uint32_t hm_sim_queue_unplaced(const hsa_queue_t *queue) {
+  struct sim_queue *q = queue_of(queue);
+  if (!q) return 0;
+  return sim_queue_unplaced_ctas(q) + (atomic_load(&q->blocked) ? 1u : 0u);
+}
+
 /* ---------------------------------------------------------------- the packet processor */
 
 static bool wait_signal_zero(struct sim_queue *q, hsa_signal_t h) {
@@ -61,7 +72,9 @@ static bool wait_signal_zero(struct sim_queue *q, hsa_signal_t h) {
 
 static void wait_idle(struct sim_queue *q) {
   pthread_mutex_lock(&q->lock);
+  atomic_store(&q->blocked, q->inflight != 0);
   while (q->inflight && !atomic_load(&q->stop)) pthread_cond_wait(&q->cv, &q->lock);
+  atomic_store(&q->blocked, false);
   pthread_mutex_unlock(&q->lock);
 }
 
@@ -161,6 +174,7 @@ static void *processor_main(void *arg) {
       if (!why[0] && b->completion_signal.handle && !sim_signal_of(b->completion_signal))
         snprintf(why, sizeof why, "barrier packet %llu: completion signal is not a signal", (unsigned long long)rd);
       if (!why[0]) {
+        atomic_store(&q->blocked, true);
         if (type == HSA_PACKET_TYPE_BARRIER_AND) {
           for (int i = 0; i < 5; i++)
             if (b->dep_signal[i].handle) wait_signal_zero(q, b->dep_signal[i]);
@@ -179,6 +193,7 @@ static void *processor_main(void *arg) {
             sim_signal_wait_value(first, HSA_SIGNAL_CONDITION_EQ, 0, 1000000ull, &q->stop);
           }
         }
+        atomic_store(&q->blocked, false);
         if (b->completion_signal.handle) complete_signal(b->completion_signal);
       }
     } else {

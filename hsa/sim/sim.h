@@ -59,6 +59,10 @@ struct sim_config {
   bool hold_late;          /* start them once every other CTA has ended, rather than never */
   char hold_kernel[64];    /* only a dispatch of this kernel ("" = any) */
   bool hold_used;          /* the one dispatch it applies to has been taken (under sim.lock) */
+  /* HSAMONO_SIM_START_LATE_MS: every CTA's thread waits this long before its first work-item
+   * runs, as on a host whose cores other processes hold (CI's), so tests can check that a bound
+   * measured on the host tells a slow agent from a grid that is not resident (0: off) */
+  unsigned start_late_ms;
 };
 
 /* ---------------------------------------------------------------- agents, pools, memory */
@@ -185,6 +189,7 @@ struct sim_queue {
   _Atomic bool failed;        /* after an error the queue processes nothing more */
   _Atomic uint64_t rung;      /* packets below this id were announced by a doorbell store */
   unsigned inflight;          /* dispatches launched and not finished */
+  _Atomic bool blocked;       /* the processor waits on a packet's barrier bit or dependencies */
   char error[1024];
   uint32_t magic;
 };
@@ -363,7 +368,7 @@ struct sim_state {
   bool watchdog_started;
   _Atomic bool stopping;
   uint64_t dispatch_seq;
-  char describe[256];
+  char describe[384];
   _Atomic uint32_t waiting;   /* CTAs idle a whole round, over every dispatch (their naps' length) */
 };
 
@@ -407,6 +412,9 @@ void sim_dispatch_start(struct sim_queue *q, const hsa_kernel_dispatch_packet_t 
                         struct sim_kernel *k);
 void sim_exec_shutdown(void);
 void sim_dispatches_abort_queue(struct sim_queue *q);
+/* CTAs of q's dispatches the agent has taken from the ring but not placed on a CU (no room, or
+ * held back by HSAMONO_SIM_HOLD_CTAS) */
+uint32_t sim_queue_unplaced_ctas(struct sim_queue *q);
 void sim_dispatch_abort(struct sim_dispatch *d, const char *why);
 void sim_copiers_stop(void);
 void sim_watchdog_ensure(void);

@@ -152,12 +152,12 @@ START_TEST(residency_refusal) {
 }
 END_TEST
 
-/* Every CU of agent a taken by st_hold on a queue of its own until *flag is raised (or `ticks` pass):
- * 1024-work-item CTAs, two fill a CU's 32 wave slots. `held` completes when it ends; returns once
- * the holding grid has had time to take the CUs. */
-static uint32_t *hold_every_cu(hm_agent *a, hm_program *p, uint64_t ticks, hm_signal *held) {
-  hm_queue *qhold;
-  ck_assert_int_eq(hm_queue_create(a, 64, &qhold), HM_OK);
+/* Every CU of agent a taken by st_hold until *flag is raised (or `ticks` pass), on queue `on` (NULL:
+ * a queue of its own): 1024-work-item CTAs, two fill a CU's 32 wave slots. `held` completes when it
+ * ends; returns once the holding grid has had time to take the CUs. */
+static uint32_t *hold_every_cu(hm_agent *a, hm_program *p, uint64_t ticks, hm_signal *held, hm_queue *on) {
+  hm_queue *qhold = on;
+  if (!qhold) ck_assert_int_eq(hm_queue_create(a, 64, &qhold), HM_OK);
   uint32_t *flag = t_host(a, 64);
   struct st_hold_args ha = {.flag = (uint64_t)(uintptr_t)flag, .ticks = ticks};
   ck_assert_int_eq(hm_signal_create(hm_agent_runtime(a), 1, held), HM_OK);
@@ -169,7 +169,10 @@ static uint32_t *hold_every_cu(hm_agent *a, hm_program *p, uint64_t ticks, hm_si
 }
 
 /* The calculator says the grid fits, but another kernel holds every CU: the arrival check sees
- * only part of the grid arrive, aborts the launch and says so, and nothing hangs. */
+ * only part of the grid arrive, aborts the launch and says so, and nothing hangs. Run 0: the holder
+ * on a queue of its own (no room for the grid); run 1: on the launch's own queue, ahead of it, and
+ * the launch has the barrier bit (its packet waits; on the software agent both are CTAs it reports
+ * it cannot start, so the bound is not stretched as for a loaded host). */
 START_TEST(arrival_check) {
   hm_runtime *rt = t_open();
   hm_agent *a = hm_agent_get(rt, 0);
@@ -177,7 +180,8 @@ START_TEST(arrival_check) {
   hm_queue *q;
   ck_assert_int_eq(hm_queue_create(a, 64, &q), HM_OK);
   hm_signal held;
-  uint32_t *flag = hold_every_cu(a, p, 6000000000ull, &held);
+  const bool same_queue = _i == 1;
+  uint32_t *flag = hold_every_cu(a, p, 6000000000ull, &held, same_queue ? q : NULL);
   const hm_kernel *k = t_kernel(p, "st_gridbar");
   uint32_t *bar = t_host(a, 64), *out = t_host(a, 4 * 8);
   struct hm_dev_persist *arrive;
@@ -186,7 +190,8 @@ START_TEST(arrival_check) {
                                  .persist = (uint64_t)(uintptr_t)arrive, .epochs = 1};
   hm_signal done;
   ck_assert_int_eq(hm_signal_create(rt, 1, &done), HM_OK);
-  hm_dispatch d = {.kernel = k, .ctas = 8, .kernarg = t_kernarg(a, &args, sizeof args), .completion = done};
+  hm_dispatch d = {.kernel = k, .ctas = 8, .kernarg = t_kernarg(a, &args, sizeof args), .completion = done,
+                   .barrier = same_queue};
   uint64_t t0 = hm_now_test_ns();
   hm_status s = hm_persistent_launch(q, &d, arrive, 300000000ull);
   uint64_t took = hm_now_test_ns() - t0;
@@ -231,7 +236,7 @@ START_TEST(arrival_default_covers_a_slow_start) {
   hm_queue *q;
   ck_assert_int_eq(hm_queue_create(a, 64, &q), HM_OK);
   hm_signal held, done;
-  uint32_t *flag = hold_every_cu(a, p, ~0ull, &held);
+  uint32_t *flag = hold_every_cu(a, p, ~0ull, &held, NULL);
   ck_assert_int_eq(hm_signal_create(rt, 1, &done), HM_OK);
   uint32_t *bar = t_host(a, 64), *out = t_host(a, 4 * 8);
   struct hm_dev_persist *arrive;
@@ -432,6 +437,50 @@ START_TEST(partial_start_watchdog) {
 }
 END_TEST
 
+/* A loaded host: each CTA's thread runs 1 s after the agent placed it (HSAMONO_SIM_START_LATE_MS),
+ * as CI's 2 cores shared with other suites made them (the FFN launch's 8 CTAs had not arrived when
+ * its 1 s bound ran out, and it was refused). Placed is resident on the software agent: the 0.3 s
+ * bound waits for the late grid, which then runs whole. */
+START_TEST(arrival_waits_for_a_loaded_host) {
+  setenv("HSAMONO_SIM_START_LATE_MS", "1000", 1);
+  struct partial p;
+  if (!partial_open(&p, "", 0, "60")) return;
+  uint64_t t0 = hm_now_test_ns();
+  hm_status s = hm_persistent_launch(p.q, &p.d, p.arrive, 300000000ull);
+  uint64_t took = hm_now_test_ns() - t0;
+  ck_assert_msg(s == HM_OK, "%s: %s", hm_status_name(s), hm_errmsg());
+  ck_assert_msg(took >= 900000000ull, "the grid arrived after %.3f s, before its CTAs could run", (double)took / 1e9);
+  ck_assert_msg(hm_signal_wait(p.rt, p.done, HM_WAIT_EQ, 0, RUN_TIMEOUT_NS, false, NULL) == HM_OK, "%s",
+                hm_errmsg());
+  for (uint32_t c = 0; c < PARTIAL_CTAS; c++) {
+    ck_assert_uint_eq(p.verdict[c], DEV_PERSIST_GO);
+    ck_assert_uint_eq(p.out[c], 1);
+  }
+  hm_runtime_close(p.rt);
+}
+END_TEST
+
+/* The same loaded host with CTA 3 also held back until the rest have ended: the agent reports a CTA
+ * it cannot start, so the bound runs out at 0.3 s, not after the late threads, and the message does
+ * not blame the host. */
+START_TEST(arrival_late_and_held_is_refused) {
+  setenv("HSAMONO_SIM_START_LATE_MS", "1000", 1);
+  struct partial p;
+  if (!partial_open(&p, "st_gridbar:3:late", 0, "60")) return;
+  uint64_t t0 = hm_now_test_ns();
+  hm_status s = hm_persistent_launch(p.q, &p.d, p.arrive, 300000000ull);
+  uint64_t took = hm_now_test_ns() - t0;
+  ck_assert_int_eq(s, HM_ERR_REFUSED);
+  ck_assert_msg(arrived_short(hm_errmsg()) && !strstr(hm_errmsg(), "agent behind"), "%s", hm_errmsg());
+  /* the refusal comes at the bound; its message then waits up to another bound for the end */
+  ck_assert_msg(took < 900000000ull, "refused after %.3f s", (double)took / 1e9);
+  ck_assert_msg(hm_signal_wait(p.rt, p.done, HM_WAIT_EQ, 0, RUN_TIMEOUT_NS, false, NULL) == HM_OK, "%s",
+                hm_errmsg());
+  partial_check_aborted(&p, true, false);
+  hm_runtime_close(p.rt);
+}
+END_TEST
+
 /* A recorded chain (three dispatches and a barrier packet) replayed 1,000 times; once the chain
  * has visited every ring slot, replays rewrite only the headers. */
 START_TEST(chain_replay) {
@@ -610,7 +659,7 @@ Suite *hm_test_suite(void) {
   tcase_add_test(tc, barrier_orders_two_queues);
   tcase_add_test(tc, persistent_grid_barrier);
   tcase_add_test(tc, residency_refusal);
-  tcase_add_test(tc, arrival_check);
+  tcase_add_loop_test(tc, arrival_check, 0, 2);
   tcase_add_test(tc, arrival_default_covers_a_slow_start);
   tcase_add_test(tc, chain_replay);
   tcase_add_test(tc, ipc_two_processes);
@@ -622,6 +671,8 @@ Suite *hm_test_suite(void) {
   tcase_add_test(pc, partial_start_late);
   tcase_add_test(pc, partial_start_then_trap);
   tcase_add_test(pc, partial_start_watchdog);
+  tcase_add_test(pc, arrival_waits_for_a_loaded_host);
+  tcase_add_test(pc, arrival_late_and_held_is_refused);
   suite_add_tcase(s, pc);
   return s;
 }
