@@ -26,6 +26,8 @@ struct seam_lds_slice {
 };
 struct seam_lds_gate { f32 part[SEAM_MAX_NS][SEAM_PMIX]; f32 mix[SEAM_PMIX]; };
 struct seam_lds_norm { f32 x[SEAM_MAX_D]; f32 wsum[4]; };
+/* norm weight words (bf16 pairs) a work-item of seam_norm holds */
+#define SEAM_NORM_W (SEAM_MAX_D / 2u / SEAM_CTA)
 
 /* IEEE division where the reference divides (the GPU's `/` is not correctly rounded). */
 DEV_INLINE f32 seam_div(f32 a, f32 b) { return fmt_div_rn(a, b); }
@@ -229,6 +231,16 @@ DEV_INLINE void seam_gate(DEV_ARGSPACE const struct seam_args *a, u32 tag, __loc
 DEV_INLINE void seam_norm(DEV_ARGSPACE const struct seam_args *a, u32 tag, __local struct seam_lds_norm *L, u32 t) {
   const u32 D = a->D, P = D / 2u, lid = dev_lid();
   __global const u64 *lin = (__global const u64 *)a->lin;
+  /* The norm weights (a word of two bf16 a pair; at most SEAM_NORM_W a work-item) are in flight
+   * before the wait on the row, and streamed as weights (DEV_CP_NT: the trace counts them) */
+  __global const u32 *w = (__global const u32 *)a->norm_w;
+  u32 wn[SEAM_NORM_W];
+#pragma unroll
+  for (u32 i = 0; i < SEAM_NORM_W; i++) {
+    const u32 p = lid + i * SEAM_CTA;
+    wn[i] = 0;
+    if (p < P) wn[i] = dev_ld_u32(w + p, DEV_CP_NT);
+  }
   for (u32 p0 = lid; p0 < P; p0 += SEAM_CTA * HO_GET_BATCH) {
     u32 cnt = (P - p0 + SEAM_CTA - 1u) / SEAM_CTA;
     cnt = cnt > HO_GET_BATCH ? HO_GET_BATCH : cnt;
@@ -255,10 +267,12 @@ DEV_INLINE void seam_norm(DEV_ARGSPACE const struct seam_args *a, u32 tag, __loc
   dev_barrier();
   f32 ss = (L->wsum[0] + L->wsum[1]) + (L->wsum[2] + L->wsum[3]);
   f32 r = dev_rsq(dev_fma(ss, seam_div(1.0f, (f32)D), a->eps));
-  __global const u32 *w = (__global const u32 *)a->norm_w;
   /* normed = bf16((x * r) * w), kept in LDS (in place: each work-item rewrites its own pair) */
-  for (u32 p = lid; p < P; p += SEAM_CTA) {
-    u32 wp = w[p];
+#pragma unroll
+  for (u32 i = 0; i < SEAM_NORM_W; i++) {
+    const u32 p = lid + i * SEAM_CTA;
+    if (p >= P) break;
+    u32 wp = wn[i];
     f32 x0 = fmt_round_bf16((L->x[2u * p] * r) * fmt_bf16_to_f32((u16)wp));
     f32 x1 = fmt_round_bf16((L->x[2u * p + 1u] * r) * fmt_bf16_to_f32((u16)(wp >> 16)));
     L->x[2u * p] = x0, L->x[2u * p + 1u] = x1;

@@ -24,6 +24,25 @@ DEV_INLINE u16x8 ffn_ld_bf16_step(dev_buf_t b, u32 row, u32 K, u32 k0, u32 lane,
   return __builtin_bit_cast(u16x8, v);
 }
 
+/* Weight steps a wave of a router task loads before its wait on the activations: every step of a
+ * quarter of K up to 5,120 wide (40 steps of 32, 5 a wave; 20 VGPRs), so at one row the task's
+ * whole 40 KB stream runs under the norm it waits for, not after it. */
+#define FFN_ROUTER_PRE 5u
+
+/* One 32-wide K step at k of a router task: weights a (16 experts) times the tile's activations. */
+DEV_INLINE f32x4 ffn_router_step(dev_buf_t X, u16x8 a, u32 t0, u32 S, u32 D, u32 k, u32 lane, f32x4 acc) {
+  u32 t = t0 + lane % 16u;
+  u16x8 b = 0;
+  if (t < S && lane % 16u < FFN_TILE) b = ffn_ld_bf16_step(X, t, D, k, lane, DEV_CP_DEV);
+#if DEV_ARCH_GFX942
+  /* no 16x16x32 bf16 MFMA: two 16x16x16, the step's K 0..15 then 16..31 (spec/mono.md §2.6) */
+  acc = dev_mfma_f32_16x16x16_bf16(a.lo, b.lo, acc);
+  return dev_mfma_f32_16x16x16_bf16(a.hi, b.hi, acc);
+#else
+  return dev_mfma_f32_16x16x32_bf16(a, b, acc);
+#endif
+}
+
 /* One task: experts e0..e0+15 x a token tile (FFN_TILE from t0) over K quarter q. In the quarter,
  * wave w takes the 32-wide steps w, w + 8, ... in one accumulator (bf16 MFMA 16x16x32; gfx942 two
  * 16x16x16, ffn_ld_bf16_step); the waves are added 0..7; the partial goes out as a tagged pair. */
@@ -35,26 +54,26 @@ DEV_INLINE void ffn_router_task(const struct ffn_ctx *c, __local struct ffn_lds 
   const u32 qk = D / 4u, qsteps = qk / 32u;
   dev_buf_t W = dev_buf((__global const void *)c->a->gate_w, E * D * 2u);
   dev_buf_t X = dev_buf(ffn_scr(c, c->a->L.normed), S * D * 2u);
-  /* the first weight step is in flight before the wait on the activations */
-  u32 s0 = wave;
-  u16x8 a0 = 0;
-  if (s0 < qsteps) a0 = ffn_ld_bf16_step(W, e0 + lane % 16u, D, q * qk + 32u * s0, lane, DEV_CP_NT);
+  /* the wave's first FFN_ROUTER_PRE weight steps are in flight before the wait on the activations */
+  u16x8 pre[FFN_ROUTER_PRE];
+#pragma unroll
+  for (u32 i = 0; i < FFN_ROUTER_PRE; i++) {
+    const u32 s = wave + 8u * i;
+    pre[i] = 0;
+    if (s < qsteps) pre[i] = ffn_ld_bf16_step(W, e0 + lane % 16u, D, q * qk + 32u * s, lane, DEV_CP_NT);
+  }
   u32 nt = S - t0 < FFN_TILE ? S - t0 : FFN_TILE;
   ho_flags_wait(ffn_words(c, c->a->L.xrdy) + t0, 1u, nt, c->tag);
+  /* the steps in the same order as without the preload (w, w + 8, ...): the same sum */
   f32x4 acc = 0;
-  for (u32 s = s0; s < qsteps; s += 8u) {
-    u32 k = q * qk + 32u * s, t = t0 + lane % 16u;
-    u16x8 a = s == s0 ? a0 : ffn_ld_bf16_step(W, e0 + lane % 16u, D, k, lane, DEV_CP_NT);
-    u16x8 b = 0;
-    if (t < S && lane % 16u < FFN_TILE) b = ffn_ld_bf16_step(X, t, D, k, lane, DEV_CP_DEV);
-#if DEV_ARCH_GFX942
-    /* no 16x16x32 bf16 MFMA: two 16x16x16, the step's K 0..15 then 16..31 (spec/mono.md §2.6) */
-    acc = dev_mfma_f32_16x16x16_bf16(a.lo, b.lo, acc);
-    acc = dev_mfma_f32_16x16x16_bf16(a.hi, b.hi, acc);
-#else
-    acc = dev_mfma_f32_16x16x32_bf16(a, b, acc);
-#endif
+#pragma unroll
+  for (u32 i = 0; i < FFN_ROUTER_PRE; i++) {
+    const u32 s = wave + 8u * i;
+    if (s < qsteps) acc = ffn_router_step(X, pre[i], t0, S, D, q * qk + 32u * s, lane, acc);
   }
+  for (u32 s = wave + 8u * FFN_ROUTER_PRE; s < qsteps; s += 8u)
+    acc = ffn_router_step(X, ffn_ld_bf16_step(W, e0 + lane % 16u, D, q * qk + 32u * s, lane, DEV_CP_NT), t0, S, D,
+                          q * qk + 32u * s, lane, acc);
   gemv_red_put(&L->red[0], wave, acc);
   dev_barrier();
   __global u64 *logit = ffn_pairs(c, c->a->L.logit);
@@ -80,14 +99,16 @@ DEV_INLINE void ffn_route(const struct ffn_ctx *c, __local struct ffn_lds *lds, 
   __local struct ffn_lds_route *L = &lds->u.route;
   const u32 E = c->a->E, K = c->a->topk, lid = dev_lid();
   __global const u64 *logit = ffn_pairs(c, c->a->L.logit);
-  __global const f32 *bias = (__global const f32 *)c->a->bias;
+  __global const u32 *bias = (__global const u32 *)c->a->bias;
   if (lid < E) {
+    /* the expert's bias, a weight, in flight before the wait on its logits */
+    const f32 b = dev_f32_bits(dev_ld_u32(bias + lid, DEV_CP_NT));
     u32 v[FFN_BATCH];
     ffn_get_batch(c, logit, ((u64)t * E + lid) * 4u, 1u, 4u, v);
     f32 lg = ((dev_f32_bits(v[0]) + dev_f32_bits(v[1])) + dev_f32_bits(v[2])) + dev_f32_bits(v[3]);
     f32 sc = ffn_sqrtsoftplus(lg);
     L->score[lid] = sc;
-    L->val[lid] = ffn_max(sc + bias[lid], -INFINITY); /* a NaN becomes -inf (v_max_f32) */
+    L->val[lid] = ffn_max(sc + b, -INFINITY); /* a NaN becomes -inf (v_max_f32) */
   }
   dev_barrier();
   if (dev_wave() == 0) {
