@@ -441,13 +441,22 @@ END_TEST
  * as CI's 2 cores shared with other suites made them (the FFN launch's 8 CTAs had not arrived when
  * its 1 s bound ran out, and it was refused). Placed is resident on the software agent: the 0.3 s
  * bound waits for the late grid, which then runs whole. */
-START_TEST(arrival_waits_for_a_loaded_host) {
+/* The launch of a partial_open grid (hold as there) on a host whose CTA threads run 2.5 s late, under
+ * a 0.3 s arrival bound; false on a GPU. */
+static bool late_launch(struct partial *p, const char *hold, hm_status *s, uint64_t *took) {
   setenv("HSAMONO_SIM_START_LATE_MS", "2500", 1);
-  struct partial p;
-  if (!partial_open(&p, "", 0, "60")) return;
+  if (!partial_open(p, hold, 0, "60")) return false;
   uint64_t t0 = hm_now_test_ns();
-  hm_status s = hm_persistent_launch(p.q, &p.d, p.arrive, 300000000ull);
-  uint64_t took = hm_now_test_ns() - t0;
+  *s = hm_persistent_launch(p->q, &p->d, p->arrive, 300000000ull);
+  *took = hm_now_test_ns() - t0;
+  return true;
+}
+
+START_TEST(arrival_waits_for_a_loaded_host) {
+  struct partial p;
+  hm_status s;
+  uint64_t took;
+  if (!late_launch(&p, "", &s, &took)) return;
   ck_assert_msg(s == HM_OK, "%s: %s", hm_status_name(s), hm_errmsg());
   ck_assert_msg(took >= 2400000000ull, "the grid arrived after %.3f s, before its CTAs could run", (double)took / 1e9);
   ck_assert_msg(hm_signal_wait(p.rt, p.done, HM_WAIT_EQ, 0, RUN_TIMEOUT_NS, false, NULL) == HM_OK, "%s",
@@ -464,12 +473,10 @@ END_TEST
  * it cannot start, so the bound runs out at 0.3 s, not after the late threads, and the message does
  * not blame the host. */
 START_TEST(arrival_late_and_held_is_refused) {
-  setenv("HSAMONO_SIM_START_LATE_MS", "2500", 1);
   struct partial p;
-  if (!partial_open(&p, "st_gridbar:3:late", 0, "60")) return;
-  uint64_t t0 = hm_now_test_ns();
-  hm_status s = hm_persistent_launch(p.q, &p.d, p.arrive, 300000000ull);
-  uint64_t took = hm_now_test_ns() - t0;
+  hm_status s;
+  uint64_t took;
+  if (!late_launch(&p, "st_gridbar:3:late", &s, &took)) return;
   ck_assert_int_eq(s, HM_ERR_REFUSED);
   ck_assert_msg(arrived_short(hm_errmsg()) && !strstr(hm_errmsg(), "agent behind"), "%s", hm_errmsg());
   /* the refusal comes at the bound, and its message then waits up to another bound for the end:
