@@ -54,13 +54,14 @@ DEV_INLINE void ffn_router_task(const struct ffn_ctx *c, __local struct ffn_lds 
   const u32 qk = D / 4u, qsteps = qk / 32u;
   dev_buf_t W = dev_buf((__global const void *)c->a->gate_w, E * D * 2u);
   dev_buf_t X = dev_buf(ffn_scr(c, c->a->L.normed), S * D * 2u);
+  const u32 row = e0 + lane % 16u, kq = q * qk; /* this lane's expert row, the quarter's first K */
   /* the wave's first FFN_ROUTER_PRE weight steps are in flight before the wait on the activations */
   u16x8 pre[FFN_ROUTER_PRE];
 #pragma unroll
   for (u32 i = 0; i < FFN_ROUTER_PRE; i++) {
     const u32 s = wave + 8u * i;
     pre[i] = 0;
-    if (s < qsteps) pre[i] = ffn_ld_bf16_step(W, e0 + lane % 16u, D, q * qk + 32u * s, lane, DEV_CP_NT);
+    if (s < qsteps) pre[i] = ffn_ld_bf16_step(W, row, D, kq + 32u * s, lane, DEV_CP_NT);
   }
   u32 nt = S - t0 < FFN_TILE ? S - t0 : FFN_TILE;
   ho_flags_wait(ffn_words(c, c->a->L.xrdy) + t0, 1u, nt, c->tag);
@@ -69,11 +70,12 @@ DEV_INLINE void ffn_router_task(const struct ffn_ctx *c, __local struct ffn_lds 
 #pragma unroll
   for (u32 i = 0; i < FFN_ROUTER_PRE; i++) {
     const u32 s = wave + 8u * i;
-    if (s < qsteps) acc = ffn_router_step(X, pre[i], t0, S, D, q * qk + 32u * s, lane, acc);
+    if (s < qsteps) acc = ffn_router_step(X, pre[i], t0, S, D, kq + 32u * s, lane, acc);
   }
-  for (u32 s = wave + 8u * FFN_ROUTER_PRE; s < qsteps; s += 8u)
-    acc = ffn_router_step(X, ffn_ld_bf16_step(W, e0 + lane % 16u, D, q * qk + 32u * s, lane, DEV_CP_NT), t0, S, D,
-                          q * qk + 32u * s, lane, acc);
+  for (u32 s = wave + 8u * FFN_ROUTER_PRE; s < qsteps; s += 8u) {
+    const u32 k = kq + 32u * s;
+    acc = ffn_router_step(X, ffn_ld_bf16_step(W, row, D, k, lane, DEV_CP_NT), t0, S, D, k, lane, acc);
+  }
   gemv_red_put(&L->red[0], wave, acc);
   dev_barrier();
   __global u64 *logit = ffn_pairs(c, c->a->L.logit);

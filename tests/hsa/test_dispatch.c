@@ -437,10 +437,6 @@ START_TEST(partial_start_watchdog) {
 }
 END_TEST
 
-/* A loaded host: each CTA's thread runs 2.5 s after the agent placed it (HSAMONO_SIM_START_LATE_MS),
- * as CI's 2 cores shared with other suites made them (the FFN launch's 8 CTAs had not arrived when
- * its 1 s bound ran out, and it was refused). Placed is resident on the software agent: the 0.3 s
- * bound waits for the late grid, which then runs whole. */
 /* The launch of a partial_open grid (hold as there) on a host whose CTA threads run 2.5 s late, under
  * a 0.3 s arrival bound; false on a GPU. */
 static bool late_launch(struct partial *p, const char *hold, hm_status *s, uint64_t *took) {
@@ -452,6 +448,10 @@ static bool late_launch(struct partial *p, const char *hold, hm_status *s, uint6
   return true;
 }
 
+/* A loaded host: each CTA's thread runs 2.5 s after the agent placed it (HSAMONO_SIM_START_LATE_MS),
+ * as CI's 2 cores shared with other suites made them (the FFN launch's 8 CTAs had not arrived when
+ * its 1 s bound ran out, and it was refused). Placed is resident on the software agent: the 0.3 s
+ * bound waits for the late grid, which then runs whole. */
 START_TEST(arrival_waits_for_a_loaded_host) {
   struct partial p;
   hm_status s;
