@@ -160,11 +160,12 @@ START_TEST(bad_variables_warn_and_default) {
       {"HSAMONO_SIM_LAG_RANK", "4", "using no lagging rank"},  {"HSAMONO_SIM_LAG_RANK", "1x", "using no lagging rank"},
       {"HSAMONO_SIM_LAG_RANK", "1:0", "using no lagging rank"}, {"HSAMONO_SIM_LAG_RANK", "-1", "using no lagging rank"},
       {"HSAMONO_SIM_LAG_RANK", "1:", "using no lagging rank"},
+      {"HSAMONO_SIM_START_LATE_MS", "60001", "using 0"}, {"HSAMONO_SIM_START_LATE_MS", "-1", "using 0"},
   };
   static const char *const all[] = {"HSAMONO_SIM_AGENTS",    "HSAMONO_SIM_ARCH",   "HSAMONO_SIM_CUS",
                                     "HSAMONO_SIM_NUMA_NODES", "HSAMONO_SIM_WEAK",   "HSAMONO_SIM_CHAOS",
                                     "HSAMONO_SIM_LAGGARD",   "HSAMONO_SIM_WATCHDOG_S", "HSAMONO_SIM_STACK_KB",
-                                    "HSAMONO_SIM_HOLD_CTAS", "HSAMONO_SIM_LAG_RANK"};
+                                    "HSAMONO_SIM_HOLD_CTAS", "HSAMONO_SIM_LAG_RANK", "HSAMONO_SIM_START_LATE_MS"};
   for (unsigned v = 0; v < sizeof all / sizeof *all; v++) unsetenv(all[v]);
   for (unsigned i = 0; i < sizeof bad / sizeof *bad; i++) {
     setenv(bad[i].var, bad[i].value, 1);
