@@ -52,14 +52,15 @@ DEV_INLINE void seam_slice(DEV_ARGSPACE const struct seam_args *a, u32 tag, __lo
   __global const f32 *post = (__global const f32 *)a->post_in;
   __global const f32 *comb = (__global const f32 *)a->comb_in;
   __global const f32 *pre = (__global const f32 *)a->pre_in;
-  __global const f32 *fn = (__global const f32 *)a->hc_fn;
+  __global const u32 *fn = (__global const u32 *)a->hc_fn;
   __global u64 *lin = (__global u64 *)a->lin;
   __global u64 *pmix = (__global u64 *)a->pmix;
 
-  /* fn_eff of the slice (aiter's two bf16 MFMAs as one weight: hi + lo, exact in f32) */
+  /* fn_eff of the slice (aiter's two bf16 MFMAs as one weight: hi + lo, exact in f32). hc_fn is a
+   * weight (12 KB a slice): streamed (DEV_CP_NT, so the trace counts it) before the reduce's wait */
   for (u32 i = lid; i < SEAM_MIX * 128u; i += SEAM_CTA) {
     u32 m = i / 128u, pos = i % 128u, h = pos / 32u;
-    f32 w = fn[(u64)m * 4u * D + (u64)h * D + 32u * j + pos % 32u];
+    f32 w = dev_f32_bits(dev_ld_u32(fn + (u64)m * 4u * D + (u64)h * D + 32u * j + pos % 32u, DEV_CP_NT));
     f32 hi = fmt_round_bf16(w);
     L->fn[m][pos] = hi + fmt_round_bf16(w - hi);
   }
