@@ -67,7 +67,7 @@ DEV_INLINE void ffn_stages(struct ffn_ctx *c_, __local struct ffn_lds *lds, u32 
 #define SHARED0 (ROUTE0 + (S_ > 8u ? S_ : 8u))
   /* the down stage's first CTA, the one after the last gate/up unit, computed where it is used and
    * kept in a VGPR: held in SGPRs through the stage before it, K2 spilled two on gfx950 */
-#define ffn_down_base(c_, lds_) ffn_in_vgpr(SHARED0 + ffn_shared_tasks(c_) + ffn_ug_units(c_, lds_))
+#define ffn_down_base(c_, lds_) ffn_in_vgpr(SHARED0 + ffn_shared_tasks(c_) + ffn_ug_tasks(c_, lds_))
   /* the attention output's all-reduce and the FFN seam */
   if (push) {
     struct ffn_ctx t_ = c;
@@ -86,7 +86,7 @@ DEV_INLINE void ffn_stages(struct ffn_ctx *c_, __local struct ffn_lds *lds, u32 
   ffn_next_stage(&c);
   ffn_route_table(&c, lds);
   FFN_TL(DEV_TL_EVERY, 0u);
-  FFN_STAGE(u, ffn_ug_units(&c, lds), SHARED0 + ffn_shared_tasks(&c), ffn_ug_unit(&t_, lds, u))
+  FFN_STAGE(u, ffn_ug_tasks(&c, lds), SHARED0 + ffn_shared_tasks(&c), ffn_ug_task(&t_, lds, u))
   /* the down tasks go on round the grid from the CTA after the last gate/up unit: those past the
    * grid's end (320 tasks of 16 rows on 256 CTAs) land on the CTAs that ran the fewest pieces before
    * (at one row, none), not on CTAs 0-63 whatever they ran */

@@ -86,23 +86,39 @@ DEV_INLINE u32 ffn_shuffled_scale(__global const u8 *s, u32 row, u32 block, u32 
   return (w >> (8u * (i & 3u))) & 0xffu;
 }
 
-/* Units of the gate/up stage: slot tiles x groups of 32 columns. */
+/* Units of the gate/up stage: slot tiles x groups of 32 columns. A unit is one task, or two (its
+ * halves, ffn_ug_task) when the grid has a CTA for every half: then CTAs would sit idle while the
+ * path waits on one unit's stream (at one row, TP 4: 108 units of 164 KB for 256 CTAs). Where units
+ * outnumber half the grid, CTAs run several pieces anyway, and halves would add a hand-off each.
+ * The choice is the same on every CTA (the route table and the grid are). */
 DEV_INLINE u32 ffn_ug_units(const struct ffn_ctx *c, __local const struct ffn_lds *lds) {
   return lds->rt.ntiles * ffn_ngroups(c);
 }
+DEV_INLINE u32 ffn_ug_split(const struct ffn_ctx *c, __local const struct ffn_lds *lds) {
+  return 2u * ffn_ug_units(c, lds) <= dev_ncta();
+}
+DEV_INLINE u32 ffn_ug_tasks(const struct ffn_ctx *c, __local const struct ffn_lds *lds) {
+  return ffn_ug_split(c, lds) ? 2u * ffn_ug_units(c, lds) : ffn_ug_units(c, lds);
+}
 
-/* One unit: intermediate columns i0..i0+31 of the tile's picks (<= 16) of one expert. The w13 rows
- * of those columns are 4 row tiles (GUGU: 16 gate rows, 16 up rows, twice); each row tile's K steps
- * go to 4 / ug chains (ffn_ug_slice), in ascending order in each; 8 (ug 2) or 16 (ug 1) (tile, chain)
- * items, wave w running items w and w + 8. g and u are the chains added in order (f32), the
- * activation rule A over the 32 columns -> MID rows (pick positions) and codes, then the unit's
- * flag. A unit is one group at ug 2 too (mono's takes two): the group's 32 columns need nothing of
- * the other's, and at one row the step's 54 units of two groups (TP 4) left 202 of 256 CUs idle. */
-DEV_INLINE void ffn_ug_unit(const struct ffn_ctx *c, __local struct ffn_lds *lds, u32 unit) {
+/* One task: a unit (intermediate columns i0..i0+31 of the tile's picks (<= 16) of one expert), or
+ * half h of one (columns i0 + 16h .. i0 + 16h + 15: task = 2 unit + h). The unit's w13 rows are 4
+ * row tiles (GUGU: 16 gate rows, 16 up rows, twice; gfx942: rows 2i gate, 2i + 1 up), half h's
+ * columns in row tiles 2h and 2h + 1; each row tile's K steps go to 4 / ug chains (ffn_ug_slice), in
+ * ascending order in each: a (row tile, chain) item a wave (and a second: a whole unit at ug 1 has
+ * 16; a half at ug 2 has 4, waves 4..7 idle). g and u are the chains added in order (f32), then the
+ * activation. A whole unit, or half 1 once it has taken half 0's 16 activations a pick from their
+ * tagged pairs (UGV, waiting for each pair's tag), finishes the unit: rule A over the 32 columns ->
+ * MID rows (pick positions) and codes, then the unit's flag. The numbers are the whole unit's either
+ * way: each column's sums are its own, whichever task makes them, and the amax is a max (the shared
+ * expert's tasks split the same way, device/ffn/shared.h). Half 0 is the even task, so a CTA never
+ * waits on a task it runs later (a stage's tasks run in ascending order on every CTA). */
+DEV_INLINE void ffn_ug_task(const struct ffn_ctx *c, __local struct ffn_lds *lds, u32 task) {
   __local struct ffn_lds_ug *L = &lds->u.ug;
   __local const struct ffn_route *R = &lds->rt;
-  const u32 S = c->a->S, D = c->a->D, I = c->a->I, ug = c->a->ug_groups, steps = D / 128u;
-  const u32 tile = unit / ffn_ngroups(c), i0 = 32u * (unit % ffn_ngroups(c));
+  const u32 S = c->a->S, D = c->a->D, I = c->a->I, ug = c->a->ug_groups, steps = D / 128u, G = ffn_ngroups(c);
+  const u32 split = ffn_ug_split(c, lds), unit = split ? task / 2u : task, h = split ? task % 2u : 0u;
+  const u32 tile = unit / G, i0 = 32u * (unit % G), nr = split ? 2u : 4u;
   const u32 e = R->tile_expert[tile], p0 = R->tile_first[tile], n = R->tile_n[tile];
   const u32 nsl = ug == 1u ? 4u : 2u, lane = dev_lane(), wave = dev_wave();
   const u64 wbase = (u64)e * I * D; /* bytes of one expert's w13: 2I rows x D/2 */
@@ -113,8 +129,9 @@ DEV_INLINE void ffn_ug_unit(const struct ffn_ctx *c, __local struct ffn_lds *lds
   u32 tok = lane % 16u < n ? R->pick_tok[p0 + lane % 16u] : S;
 #pragma unroll
   for (u32 k = 0; k < 2u; k++) {
-    u32 it = wave + 8u * k, r = it / nsl, chain = it % nsl;
-    if (r >= 4u) break; /* ug 2: 8 items */
+    /* item it: the task's row tile it / nsl (row tile 2h + it / nsl of the unit), chain it % nsl */
+    const u32 it = wave + 8u * k, r = 2u * h + it / nsl, chain = it % nsl;
+    if (it >= nr * nsl) break;
     u32 row0 = 2u * i0 + 16u * r, row = row0 + lane % 16u;
     f32x4 acc = 0;
 #if DEV_ARCH_GFX942
@@ -154,14 +171,15 @@ DEV_INLINE void ffn_ug_unit(const struct ffn_ctx *c, __local struct ffn_lds *lds
     for (u32 q = 0; q < 4u; q++) L->ch[it][lane][q] = acc[q];
   }
   dev_barrier();
-  /* work-item (pick j = lid / 32, column i = lid % 32) */
-  const u32 lid = dev_lid(), j = lid / 32u, i = lid % 32u;
+  /* work-item (pick j = lid / 32, unit column i = lid % 32): its column of the task's row tiles, ic
+   * (a half's work-items of the other half's columns make its own column i % 16 again, unused) */
+  const u32 lid = dev_lid(), j = lid / 32u, i = lid % 32u, ic = split ? i % 16u : i;
 #if DEV_ARCH_GFX942
-  /* gate row 2i and up row 2i + 1: row tile i / 8, rows 2(i % 8) and 2(i % 8) + 1 of it */
-  u32 tg = i / 8u, tu = tg, rgt = 2u * (i % 8u), rup = rgt + 1u;
+  /* gate row 2ic and up row 2ic + 1: row tile ic / 8, rows 2(ic % 8) and 2(ic % 8) + 1 of it */
+  u32 tg = ic / 8u, tu = tg, rgt = 2u * (ic % 8u), rup = rgt + 1u;
 #else
-  /* GUGU: gate rows in row tile 2(i / 16), up rows in the next, row i % 16 of each */
-  u32 tg = 2u * (i / 16u), tu = tg + 1u, rgt = i % 16u, rup = rgt;
+  /* GUGU: gate rows in row tile 2(ic / 16), up rows in the next, row ic % 16 of each */
+  u32 tg = 2u * (ic / 16u), tu = tg + 1u, rgt = ic % 16u, rup = rgt;
 #endif
   u32 dg = 16u * (rgt / 4u) + j, du = 16u * (rup / 4u) + j;
   f32 gv = L->ch[tg * nsl][dg][rgt % 4u], uv = L->ch[tu * nsl][du][rup % 4u];
@@ -170,16 +188,22 @@ DEV_INLINE void ffn_ug_unit(const struct ffn_ctx *c, __local struct ffn_lds *lds
     uv = uv + L->ch[tu * nsl + ch][du][rup % 4u];
   }
   f32 v = ffn_routed_act(gv, uv, c->a->swiglu_limit);
-  u32 code = ffn_act_code(FMT_RULE_A, ffn_amax32(v));
-  u32 word = ffn_gather4(ffn_act_byte(v, code), DEV_ARCH_GFX942);
-  u32 col = i0 + i;
-  /* groups wholly in the padding are never run (their codes stay 0, the down stage masks them) */
-  if (j < n) {
-    u32 pos = p0 + j;
-    if (i % 4u == 0) dev_st_u32((__global u32 *)ffn_scr(c, c->a->L.mid) + ((u64)pos * I + col) / 4u, word, DEV_CP_DEV);
-    if (i == 0) dev_st_u32(ffn_words(c, c->a->L.mids) + (u64)pos * (I / 32u) + col / 32u, code, DEV_CP_DEV);
+  const u32 pos = p0 + j;
+  __global u64 *ugv = (__global u64 *)ffn_scr(c, c->a->L.ugv) + ((u64)pos * G + unit % G) * 16u + i % 16u;
+  if (split && h == 0u) {
+    if (j < n && i < 16u) ho_pair_put(ugv, dev_bits_f32(v), c->tag);
+  } else {
+    if (split && j < n && i < 16u) v = dev_f32_bits(ho_pair_get(ugv, c->tag));
+    u32 code = ffn_act_code(FMT_RULE_A, ffn_amax32(v));
+    u32 word = ffn_gather4(ffn_act_byte(v, code), DEV_ARCH_GFX942);
+    u32 col = i0 + i;
+    /* groups wholly in the padding are never run (their codes stay 0, the down stage masks them) */
+    if (j < n) {
+      if (i % 4u == 0) dev_st_u32((__global u32 *)ffn_scr(c, c->a->L.mid) + ((u64)pos * I + col) / 4u, word, DEV_CP_DEV);
+      if (i == 0) dev_st_u32(ffn_words(c, c->a->L.mids) + (u64)pos * (I / 32u) + col / 32u, code, DEV_CP_DEV);
+    }
+    ho_flag_raise(ffn_words(c, c->a->L.ugf) + unit, c->tag);
   }
-  ho_flag_raise(ffn_words(c, c->a->L.ugf) + unit, c->tag);
   dev_barrier();
 }
 

@@ -31,6 +31,8 @@ struct hm_ffn_scratch_layout {
   u64 mid;     /* u8 [S*K][I] e4m3 rule A of the routed activation, row = pick position (gfx942:
                 * FNUZ, I = Ir, each 8-byte chunk even K first, layouts.h hm_chunk942_k) */
   u64 mids;    /* u32 [S*K][I/32] its codes, a word each */
+  u64 ugv;     /* pairs [S*K][ug groups][16]: a gate/up unit's even half's f32 activations of a
+                * pick, for the odd half to quantise with its own (device/ffn/routed.h) */
   u64 ugf;     /* u32 [slot tiles][parts]: a routed gate/up unit is done */
   u64 bytes;   /* total */
 };
@@ -75,7 +77,7 @@ struct ffn_args {
   f32 route_scale, swiglu_limit;
   u32 pad[1];
 };
-DEV_ARGS_CHECK(ffn_args, 592);
+DEV_ARGS_CHECK(ffn_args, 600);
 
 /* Token tiles of the GEMVs (the router's and the shared expert's passes): 16 tokens a 16x16 tile on
  * gfx950, 6 on gfx942 (spec/mono.md §1.1 TILE: its 64 KB of LDS). The host, built for both, sizes
@@ -132,6 +134,7 @@ static inline void ffn_scratch_layout(u32 S, u32 D, u32 E, u32 K, u32 I, u32 Ir,
   l->srdy = o, o = ffn_align128(o + (u64)(Sh / 32) * ffn_tiles_of(S, FFN_TILE_GFX942) * 4);
   l->mid = o, o = ffn_align128(o + P * I);
   l->mids = o, o = ffn_align128(o + P * (I / 32) * 4);
+  l->ugv = o, o = ffn_align128(o + P * ffn_ug_groups_of(Ir) * 16 * 8);
   l->ugf = o, o = ffn_align128(o + (u64)ffn_max_slot_tiles((u32)P) * ffn_ug_groups_of(Ir) * 4);
   l->bytes = o;
 }

@@ -73,7 +73,7 @@ struct k2_args {
   struct ffn_args ffn;
   struct k2_back_args back;
 };
-DEV_ARGS_CHECK(k2_args, 816);
+DEV_ARGS_CHECK(k2_args, 824);
 
 static inline u32 k2_nchunks(u32 ck) { return K2_KEYS / ck; }
 

@@ -9,6 +9,7 @@
 #include "formats.h"
 #include "helpers.h"
 #include "hm_safetensors.h"
+#include "kernels/ffn_args.h"
 
 hm_layer_config tl_config(const char *model, int32_t layer, uint32_t experts, uint32_t topk) {
   hm_layer_config c;
@@ -354,4 +355,42 @@ void tl_expect_status(hm_status st, hm_status want, const char *words) {
                 hm_errmsg());
   ck_assert_msg(strstr(hm_errmsg(), words) && !strchr(hm_errmsg(), '\n'), "the message does not say '%s': %s",
                 words, hm_errmsg());
+}
+
+bool tl_expect_ug_halves(const uint8_t *scr, const struct hm_ffn_scratch_layout *L, const hm_tensor_set *ref,
+                         uint32_t rank, const hm_layer_config *cfg, uint32_t tp, uint32_t S, uint32_t grid) {
+  const uint32_t K = cfg->topk, E = cfg->experts, G = ffn_ug_groups_of(cfg->moe_inter / tp);
+  char name[48];
+  snprintf(name, sizeof name, "rank%u.routed.mid", rank);
+  const float *mid = tl_f32(ref, name);
+  const uint32_t I = (uint32_t)hm_tset_find(ref, name)->shape[2];
+  const uint64_t *ids = (const uint64_t *)(scr + L->ids), *ugv = (const uint64_t *)(scr + L->ugv);
+  const uint32_t tag = *(const uint32_t *)(scr + L->xrdy); /* every mailbox of the step carries it */
+  /* the device's slot order (ffn_route_table): experts ascending, each one's picks by token */
+  uint32_t count[FFN_MAX_E] = {0}, first[FFN_MAX_E], next[FFN_MAX_E] = {0}, pos = 0, tiles = 0;
+  ck_assert_uint_le(E, FFN_MAX_E);
+  for (uint32_t i = 0; i < S * K; i++) {
+    ck_assert_uint_lt((uint32_t)ids[i], E);
+    count[(uint32_t)ids[i]]++;
+  }
+  for (uint32_t e = 0; e < E; e++) first[e] = pos, pos += count[e], tiles += (count[e] + FFN_PICK_TILE - 1) / FFN_PICK_TILE;
+  const bool split = 2 * tiles * G <= grid;
+  uint64_t tagged = 0;
+  for (uint32_t t = 0; t < S; t++)
+    for (uint32_t k = 0; k < K; k++) {
+      const uint32_t e = (uint32_t)ids[t * K + k], p = first[e] + next[e]++;
+      for (uint32_t g = 0; g < G; g++)
+        for (uint32_t q = 0; q < 16; q++) {
+          const uint64_t pair = ugv[((uint64_t)p * G + g) * 16 + q];
+          tagged += (uint32_t)(pair >> 32) == tag;
+          if (!split) continue;
+          const float want = mid[((uint64_t)t * K + k) * I + 32 * g + q];
+          ck_assert_msg((uint32_t)(pair >> 32) == tag && (uint32_t)pair == fmt_bits(want),
+                        "UGV token %u pick %u group %u column %u: 0x%08x tag %u, want %.9g (0x%08x) tag %u", t, k, g,
+                        q, (uint32_t)pair, (uint32_t)(pair >> 32), want, fmt_bits(want), tag);
+        }
+    }
+  ck_assert_msg(split || tagged == 0, "%u units on %u CTAs are not split, yet %llu UGV pairs carry the step's tag",
+                tiles * G, grid, (unsigned long long)tagged);
+  return split;
 }

@@ -120,4 +120,13 @@ Suite *tl_suite(const char *name, const tl_case *cases, unsigned n, double timeo
 /* A refusal: status `want` and a one-line message containing `words` (hm_errmsg). */
 void tl_expect_status(hm_status st, hm_status want, const char *words);
 
+/* The FFN launch's gate/up halves (device/ffn/routed.h ffn_ug_task) in a rank's fetched scratch
+ * `scr` (layout L) after a step of S rows on `grid` CTAs, against the reference trace's "rank<r>.routed
+ * .mid" of that rank: whether the grid split the step's units (slot tiles of the scratch's picks x
+ * groups) in halves, and if it did, every pick's even-half activations in UGV with the step's tag,
+ * exactly the reference's; if not, no UGV pair with that tag. Returns whether it split. */
+struct hm_ffn_scratch_layout;
+bool tl_expect_ug_halves(const uint8_t *scr, const struct hm_ffn_scratch_layout *L, const hm_tensor_set *ref,
+                         uint32_t rank, const hm_layer_config *cfg, uint32_t tp, uint32_t S, uint32_t grid);
+
 #endif

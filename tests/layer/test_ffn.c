@@ -105,7 +105,7 @@ static void expect_ranks_identical(const outs *o, uint32_t tp, uint32_t S, uint3
 /* Stage checks from rank 0's mailboxes: the normed rows and both quantisations exactly; the
  * route exactly, except where the two best candidates for a pick are within the GEMV's rounding
  * of each other (a documented tie: DESIGN §6). */
-static void expect_stages(hm_runtime *rt, hm_ffn_group *g, const ffn_case *c) {
+static bool expect_stages(hm_runtime *rt, hm_ffn_group *g, const ffn_case *c) {
   const uint32_t S = c->S, D = c->cfg.hidden, K = c->cfg.topk, E = c->cfg.experts;
   hm_ffn *f = hm_ffn_group_rank(g, 0);
   struct hm_ffn_scratch_layout L;
@@ -141,15 +141,20 @@ static void expect_stages(hm_runtime *rt, hm_ffn_group *g, const ffn_case *c) {
       ck_assert_msg(fabsf(w - rw[t * K + j]) <= 1e-5f * fabsf(rw[t * K + j]) + 1e-7f,
                     "token %u pick %u: weight %.9g, reference %.9g", t, j, w, rw[t * K + j]);
     }
+  bool split = tl_expect_ug_halves(scr, &L, &c->ref, 0, &c->cfg, c->tp, S, hm_ffn_grid(f));
   free(scr);
+  return split;
 }
 
-static void run_and_check(const hm_layer_config *cfg, uint32_t tp, const uint32_t *rows, uint32_t nrows,
-                          uint64_t seed) {
+/* Steps of each of rows[] against the reference; returns how many of them split the gate/up units in
+ * halves (tl_expect_ug_halves). */
+static uint32_t run_and_check(const hm_layer_config *cfg, uint32_t tp, const uint32_t *rows, uint32_t nrows,
+                              uint64_t seed) {
   hm_runtime *rt = tl_open_sim();
   hm_layer_weights w[4];
   tl_build_group(cfg, tp, seed, HM_WPART_FFN, w);
   hm_ffn_group *g;
+  uint32_t splits = 0;
   hm_status st = hm_ffn_group_create(rt, w, tp, &small_grid, &g);
   ck_assert_msg(st == HM_OK, "group: %s", hm_errmsg());
   for (uint32_t i = 0; i < nrows; i++) {
@@ -162,7 +167,7 @@ static void run_and_check(const hm_layer_config *cfg, uint32_t tp, const uint32_
     ck_assert_msg(st == HM_OK, "%u rows: %s", c.S, hm_errmsg());
     expect_ranks_identical(&o, tp, c.S, cfg->hidden);
     expect_seam_exact(&c, &o.o[0]);
-    expect_stages(rt, g, &c);
+    splits += expect_stages(rt, g, &c);
     expect_moe_close(&c, o.o[0].x);
     outs_free(&o, tp);
     case_free(&c);
@@ -170,6 +175,7 @@ static void run_and_check(const hm_layer_config *cfg, uint32_t tp, const uint32_
   hm_ffn_group_destroy(g);
   tl_free_group(w, tp);
   hm_runtime_close(rt);
+  return splits;
 }
 
 /* ---------------------------------------------------------------- the tests */
@@ -185,6 +191,17 @@ START_TEST(tiny_tp4_rows) {
   hm_layer_config c = tl_config("tiny", 3, 0, 0);
   const uint32_t rows[] = {1, 7, 48};
   run_and_check(&c, 4, rows, 3, 2000);
+}
+END_TEST
+
+/* The gate/up units in halves (device/ffn/routed.h ffn_ug_task: when the grid has a CTA for every
+ * half): 16 experts top-2 at TP 4 (two groups a slot tile), one row on the 8-CTA grid is 2 x 2 units,
+ * 8 halves, and split; five rows are at least 5 slot tiles, 10 units, and not. The even halves'
+ * activations are checked in UGV, and the launch's output against the reference either way. */
+START_TEST(ug_halves_tp4) {
+  hm_layer_config c = tl_config("tiny", 3, 16, 2);
+  const uint32_t rows[] = {1, 5, 1};
+  ck_assert_uint_eq(run_and_check(&c, 4, rows, 3, 2500), 2);
 }
 END_TEST
 
@@ -605,7 +622,7 @@ Suite *hm_test_suite(void) {
   const tl_case tests[] = {
       {"create_refusals", create_refusals},
       {"create_refusals_tp2", create_refusals_tp2}, {"tiny_tp2_rows", tiny_tp2_rows},
-      {"tiny_tp4_rows", tiny_tp4_rows},       {"tiny_draft_tp2", tiny_draft_tp2},
+      {"tiny_tp4_rows", tiny_tp4_rows},       {"ug_halves_tp4", ug_halves_tp4},       {"tiny_draft_tp2", tiny_draft_tp2},
       {"replays_bit_identical", replays_bit_identical}, {"lagging_rank_steps", lagging_rank_steps},
       {"full_dims_tp4", full_dims_tp4},
       {"full_dims_tp2", full_dims_tp2},

@@ -80,7 +80,7 @@ static void expect_act942(const uint8_t *got, const uint8_t *got_s, const uint8_
  * the gfx950 trace `ocp`, both as derived from its OCP bytes), and the route: an expert differs only
  * at a near tie of the reference's logits (within 1e-5 relative: the agent's MFMA rounds a sum
  * once, the reference adds product by product), the weights within a few f32 ulps. */
-static void expect_stages(hm_runtime *rt, hm_ffn_group *g, const hm_tensor_set *ref, const hm_tensor_set *ocp,
+static bool expect_stages(hm_runtime *rt, hm_ffn_group *g, const hm_tensor_set *ref, const hm_tensor_set *ocp,
                           const hm_layer_config *cfg, uint32_t S) {
   const uint32_t D = cfg->hidden, K = cfg->topk, E = cfg->experts;
   struct hm_ffn_scratch_layout L;
@@ -115,7 +115,9 @@ static void expect_stages(hm_runtime *rt, hm_ffn_group *g, const hm_tensor_set *
       ck_assert_msg(fabsf(w - rw[t * K + j]) <= 1e-5f * fabsf(rw[t * K + j]) + 1e-7f,
                     "token %u pick %u: weight %.9g, reference %.9g", t, j, w, rw[t * K + j]);
     }
+  bool split = tl_expect_ug_halves(scr, &L, ref, 0, cfg, 4, S, hm_ffn_grid(hm_ffn_group_rank(g, 0)));
   free(scr);
+  return split;
 }
 
 /* The MoE output x against a reference trace; a flipped rounding (below) moves an output element by
@@ -158,13 +160,14 @@ static void expect_ranks_identical(const hm_ffn_outputs *o, uint32_t S, uint32_t
  * on weights built from the same source (seed); `cross`: against the reference's gfx950 mode on
  * the gfx950 layouts too (independent of the reference's gfx942 mode: the same values, only
  * §2.6's roundings apart). */
-static void run_and_check(const hm_layer_config *cfg, const uint32_t *rows, uint32_t nrows, uint64_t seed,
-                          bool cross) {
+static uint32_t run_and_check(const hm_layer_config *cfg, const uint32_t *rows, uint32_t nrows, uint64_t seed,
+                              bool cross) {
   hm_runtime *rt = open_gfx942();
   const uint32_t D = cfg->hidden;
   hm_layer_weights w942[4];
   tl_build_group_arch(cfg, 4, seed, HM_WPART_FFN, HM_ARCH_GFX942, w942);
   hm_ffn_group *g;
+  uint32_t splits = 0;
   ck_assert_msg(hm_ffn_group_create(rt, w942, 4, &small_grid, &g) == HM_OK, "group: %s", hm_errmsg());
   for (uint32_t i = 0; i < nrows; i++) {
     const uint32_t S = rows[i];
@@ -191,7 +194,7 @@ static void run_and_check(const hm_layer_config *cfg, const uint32_t *rows, uint
     ck_assert_msg(hm_ffn_group_step(g, &fi, 1, o, NULL) == HM_OK, "%u rows: %s", S, hm_errmsg());
     expect_ranks_identical(o, S, D);
     expect_seam_exact(&ref, &o[0], S, D);
-    expect_stages(rt, g, &ref, cross ? &ocp : NULL, cfg, S);
+    splits += expect_stages(rt, g, &ref, cross ? &ocp : NULL, cfg, S);
     expect_x_close(&ref, "the oracle", false, o[0].x, S, D);
     if (cross) {
       expect_seam_exact(&ocp, &o[0], S, D);
@@ -205,6 +208,7 @@ static void run_and_check(const hm_layer_config *cfg, const uint32_t *rows, uint
   hm_ffn_group_destroy(g);
   tl_free_group(w942, 4);
   hm_runtime_close(rt);
+  return splits;
 }
 
 /* The tiny layer (hidden 1024, a rank's routed and shared intermediate 64: w2's one 32-byte step,
@@ -213,6 +217,16 @@ START_TEST(tiny_tp4_rows) {
   hm_layer_config c = tl_config("tiny", 3, 0, 0);
   const uint32_t rows[] = {1, 6, 7, 42};
   run_and_check(&c, rows, 4, 9420, true);
+}
+END_TEST
+
+/* The gate/up units in halves on gfx942 (rows 2i gate, 2i + 1 up: a half's columns in its two row
+ * tiles): 16 experts top-2, one row on the 8-CTA grid split (2 x 2 units), five rows not (test_ffn.c
+ * ug_halves_tp4). */
+START_TEST(ug_halves_tp4) {
+  hm_layer_config c = tl_config("tiny", 3, 16, 2);
+  const uint32_t rows[] = {1, 5};
+  ck_assert_uint_eq(run_and_check(&c, rows, 2, 9425, false), 1);
 }
 END_TEST
 
@@ -445,7 +459,7 @@ Suite *hm_test_suite(void) {
       {"tp2_refused", tp2_refused},
       {"other_arch_weights_refused", other_arch_weights_refused},
       {"rows_refused", rows_refused},
-      {"tiny_tp4_rows", tiny_tp4_rows},
+      {"tiny_tp4_rows", tiny_tp4_rows}, {"ug_halves_tp4", ug_halves_tp4},
       {"tiny_draft_tp4", tiny_draft_tp4},
       {"full_dims_tp4", full_dims_tp4},
       {"replays_bit_identical", replays_bit_identical},
