@@ -19,7 +19,7 @@ extern "C" {
  * waits in the stage (a work-item's waits on other CTAs' stages in its program order, those with no
  * weight load between them one run; the last level holds k >= HM_TRACE_LEVELS - 1). They say where in
  * its stream a stage waits, so the model gates only the loads after a wait on it. */
-#define HM_TRACE_LEVELS 8u
+#define HM_TRACE_LEVELS 16u
 
 /* One dispatch the trace saw: its agent (GPU index), its order among that agent's dispatches since the
  * trace began (launch), its kernel and grid. */

@@ -1,5 +1,6 @@
 /* device/selftest/st_trace.cl: a kernel whose trace (hsa/sim/trace.c) is known in advance: CTA 2's work-
- * items load weight lines between their waits on CTAs 0, 1 and 3, so a test can check each line's level;
+ * items load weight lines between their waits on CTAs 0, 1 and 3 (and waits on them again, which start
+ * no level), so a test can check each line's level;
  * CTA 3 loads after its flag, so a test can check what a wait on it leaves its writer to load. */
 #include "../dev.h"
 #include "selftest.h"
@@ -47,5 +48,18 @@ DEV_KERNEL(st_trace, struct st_trace_args, 64) {
     acc += st_line(w, 9u) + st_line(w, 8u);
   }
   if (lid == 3u) acc += st_line(w, 8u);
+  /* a wait that is not new starts no level: work-item 1 waits on CTA 3 again (at the same interval)
+   * and loads line 12 at level 2, where it is; after a barrier work-item 2 waits on CTA 0, which
+   * work-item 0 waited on before an earlier barrier, and loads line 13 at level 2 (the barrier's top),
+   * not 3 */
+  if (lid == 1u) {
+    st_wait_flag(&flags[96], tag);
+    acc += st_line(w, 12u);
+  }
+  dev_barrier();
+  if (lid == 2u) {
+    st_wait_flag(&flags[0], tag);
+    acc += st_line(w, 13u);
+  }
   out[lid] = acc;
 }

@@ -198,6 +198,7 @@ struct sim_queue {
 enum lane_state { LANE_READY, LANE_RUNNING, LANE_BARRIER, LANE_WAVE, LANE_POLLING, LANE_DONE };
 
 struct sim_cta;
+#define SIM_TR_NEW 8u
 struct sim_lane {
   struct sim_fiber fiber;
   void *fiber_stack;
@@ -213,6 +214,13 @@ struct sim_lane {
   uint32_t tr_slot;
   uint32_t tr_level;
   bool tr_pending;
+  /* the writers' stages (and their latest interval) it has waited on since the CTA's last barrier,
+   * which the barrier makes known to the whole CTA (trace.c tr_known); past SIM_TR_NEW a wait not in
+   * them counts as new */
+  uint32_t tr_nnew;
+  struct sim_tr_writer {
+    uint32_t agent, launch, cta, slot, interval;
+  } tr_new[SIM_TR_NEW];
 };
 
 /* Below each fiber stack, under its canary, a zone no work-item uses (committed only if touched):

@@ -58,9 +58,20 @@ struct sim_trace_cta {
   uint32_t seen_cap, seen_used;
   struct tr_line *lines; /* open addressing */
   uint32_t lines_cap, lines_used;
+  /* the writers' stages its work-items had waited on at its last barrier (key: this CTA's stage slot
+   * and the writer's stage; the latest writer interval read), open addressing */
+  struct tr_known *known;
+  uint32_t known_cap, known_used;
   uint32_t bars[HM_TRACE_SLOTS]; /* barriers each stage has passed: the interval its stores are in */
   struct tr_mark *marks;         /* its intervals' ends (agent, launch, cta filled at its end) */
   uint32_t nmarks, capmarks;
+};
+
+/* A writer's stage a CTA's stage has waited on (its latest interval read): a wait on it again, at or
+ * before that interval, gates nothing the first did not (used: 0 empty). */
+struct tr_known {
+  uint32_t used, slot;
+  struct sim_tr_writer w;
 };
 
 /* The writer of a word: the last traced plain or atomic store to it. */
@@ -179,7 +190,13 @@ static int cmp_u32s(const uint32_t *a, const uint32_t *b, unsigned n) {
 }
 static int cmp_launch(const void *a, const void *b) { return cmp_u32s(a, b, 2); }
 static int cmp_stage(const void *a, const void *b) { return cmp_u32s(a, b, 4); }
-static int cmp_wait(const void *a, const void *b) { return cmp_u32s(a, b, 8); }
+/* waits by (reader stage, writer stage, level): a record a level (add_dep), so a total order, whichever
+ * order the work-items made them in */
+static int cmp_wait(const void *a, const void *b) {
+  const hm_trace_wait *x = a, *y = b;
+  int c = cmp_u32s(a, b, 8);
+  return c ? c : x->level != y->level ? (x->level < y->level ? -1 : 1) : 0;
+}
 static int cmp_mark(const void *a, const void *b) { return cmp_u32s(a, b, 5); }
 
 /* Each wait's w_rest, from the writer interval it holds there until now: the writer stage's weight
@@ -251,13 +268,16 @@ bool sim_trace_cta_begin(struct sim_cta *c) {
   t->seen_used = 0;
   if (t->lines) memset(t->lines, 0, (size_t)t->lines_cap * sizeof *t->lines);
   t->lines_used = 0;
-  for (uint32_t i = 0; i < c->size; i++) c->lanes[i].tr_slot = 0, c->lanes[i].tr_level = 0, c->lanes[i].tr_pending = false;
+  if (t->known) memset(t->known, 0, (size_t)t->known_cap * sizeof *t->known);
+  t->known_used = 0;
+  for (uint32_t i = 0; i < c->size; i++)
+    c->lanes[i].tr_slot = 0, c->lanes[i].tr_level = 0, c->lanes[i].tr_pending = false, c->lanes[i].tr_nnew = 0;
   return true;
 }
 
 void sim_trace_cta_free(struct sim_cta *c) {
   if (!c->tr) return;
-  free(c->tr->deps), free(c->tr->seen), free(c->tr->lines), free(c->tr->marks), free(c->tr);
+  free(c->tr->deps), free(c->tr->seen), free(c->tr->lines), free(c->tr->marks), free(c->tr->known), free(c->tr);
   c->tr = NULL;
 }
 
@@ -385,6 +405,74 @@ static void add_dep(struct sim_trace_cta *t, uint32_t slot, const struct tr_word
 
 static uint32_t level_cap(uint32_t level) { return level < HM_TRACE_LEVELS ? level : HM_TRACE_LEVELS - 1; }
 
+static bool same_writer(const struct sim_tr_writer *a, const struct sim_tr_writer *b) {
+  return a->agent == b->agent && a->launch == b->launch && a->cta == b->cta && a->slot == b->slot;
+}
+
+static uint32_t known_hash(uint32_t slot, const struct sim_tr_writer *w) {
+  return slot * 0x9e3779b9u ^ w->cta * 0x85ebca6bu ^ w->slot * 0xc2b2ae35u ^ w->agent * 0x27d4eb2fu ^ w->launch;
+}
+
+/* The CTA's entry of (its stage slot, a writer's stage): found, or the empty one to fill; NULL when out
+ * of memory (nothing more is known then: every wait counts as new, as without this record). */
+static struct tr_known *known_slot(struct sim_trace_cta *t, uint32_t slot, const struct sim_tr_writer *w) {
+  if ((t->known_used + 1) * 2 > t->known_cap) {
+    uint32_t ncap = t->known_cap ? t->known_cap * 2 : 1u << 8;
+    struct tr_known *n = calloc(ncap, sizeof *n);
+    if (!n) return NULL;
+    for (uint32_t i = 0; i < t->known_cap; i++)
+      if (t->known[i].used) {
+        uint32_t j = known_hash(t->known[i].slot, &t->known[i].w) & (ncap - 1);
+        while (n[j].used) j = (j + 1) & (ncap - 1);
+        n[j] = t->known[i];
+      }
+    free(t->known);
+    t->known = n, t->known_cap = ncap;
+  }
+  uint32_t j = known_hash(slot, w) & (t->known_cap - 1);
+  while (t->known[j].used && !(t->known[j].slot == slot && same_writer(&t->known[j].w, w)))
+    j = (j + 1) & (t->known_cap - 1);
+  return &t->known[j];
+}
+
+/* Whether a wait of work-item l on writer w (a stage and the interval of the store read) is new to
+ * it: neither the work-item since the CTA's last barrier nor any work-item before that barrier had
+ * read that stage at that interval or a later one. A wait that is not new gates no load the first
+ * did not (its store was made no later), so it starts no level: a gate/up unit reads its token's X8R
+ * every K step, and each read starting a level ran a stage past HM_TRACE_LEVELS, where its later,
+ * real waits (on another CTA's unit half) gated every load of the top level. What the CTA knows
+ * changes only at barriers (known_merge), so the answer does not depend on the work-items' order. */
+static bool wait_is_new(struct sim_trace_cta *t, struct sim_lane *l, const struct sim_tr_writer *w) {
+  for (uint32_t i = 0; i < l->tr_nnew; i++)
+    if (same_writer(&l->tr_new[i], w)) {
+      if (w->interval <= l->tr_new[i].interval) return false;
+      l->tr_new[i].interval = w->interval;
+      return true;
+    }
+  if (t->known_cap) {
+    const struct tr_known *k = known_slot(t, l->tr_slot, w);
+    if (k && k->used && w->interval <= k->w.interval) return false;
+  }
+  if (l->tr_nnew < SIM_TR_NEW) l->tr_new[l->tr_nnew++] = *w;
+  return true;
+}
+
+/* At a barrier: the waits each work-item made since the last one become the CTA's. */
+static void known_merge(struct sim_cta *c) {
+  struct sim_trace_cta *t = c->tr;
+  for (uint32_t i = 0; i < c->size; i++) {
+    struct sim_lane *l = &c->lanes[i];
+    for (uint32_t n = 0; n < l->tr_nnew; n++) {
+      struct tr_known *k = known_slot(t, l->tr_slot, &l->tr_new[n]);
+      if (!k) continue;
+      if (!k->used) *k = (struct tr_known){1, l->tr_slot, l->tr_new[n]}, t->known_used++;
+      else if (l->tr_new[n].interval > k->w.interval) k->w.interval = l->tr_new[n].interval;
+    }
+    l->tr_nnew = 0;
+  }
+}
+
+
 /* A device- or system-scope read of `bytes` at p that returned `val` (a poll, or data a flag published):
  * the words among them another CTA's traced store wrote, each once a stage, are waits and hand-off bytes.
  * The rest are not counted: a poll round that failed reads stale words, and some rounds read more (an
@@ -407,8 +495,9 @@ static void handoff_read(struct sim_lane *l, const void *p, const void *val, uin
     if (dep) found = *w;
     pthread_mutex_unlock(&T.lock);
     if (dep) {
-      /* at the work-item's level; the weights it loads next are above it */
-      l->tr_pending = true;
+      /* at the work-item's level; the weights it loads next are above it, if the wait is new */
+      const struct sim_tr_writer wr = {found.agent, found.launch, found.cta, found.slot, found.interval};
+      if (wait_is_new(t, l, &wr)) l->tr_pending = true;
       const uint32_t level = level_cap(l->tr_level);
       if (seen_first(t, l->tr_slot, a, true)) s->handoff_bytes += 4;
       add_dep(t, l->tr_slot, &found, seen_at_level(t, l->tr_slot, a, level), level);
@@ -485,7 +574,7 @@ void sim_trace_mfma(struct sim_lane *l, enum dev_mfma_op op) {
 
 void sim_trace_stage(struct sim_lane *l, uint32_t slot) {
   l->tr_slot = slot + 1 < HM_TRACE_SLOTS ? slot + 1 : HM_TRACE_SLOTS - 1;
-  l->tr_level = 0, l->tr_pending = false;
+  l->tr_level = 0, l->tr_pending = false, l->tr_nnew = 0;
 }
 
 /* After a barrier every work-item is past every wait any of them made before it: each takes the CTA's
@@ -500,6 +589,7 @@ void sim_trace_barrier(struct sim_cta *c) {
     if (l->tr_level == top) pending |= l->tr_pending;
   }
   for (uint32_t i = 0; i < c->size; i++) c->lanes[i].tr_level = top, c->lanes[i].tr_pending = pending;
+  if (c->tr) known_merge(c);
   /* the end of the stage's barrier interval: its weight bytes now (every work-item is in the stage
    * the barrier is in: each passes the same stamps before it) */
   struct sim_trace_cta *t = c->tr;

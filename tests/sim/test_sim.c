@@ -1003,7 +1003,10 @@ END_TEST
  * line 11 (work-item 1, before a barrier) and line 10 (every work-item, after it): the wait on its
  * flag leaves it 128 bytes to load (w_rest, counted from the barrier that ends the flag's interval:
  * line 11 may be loaded before or after the flag, line 10 never before), the waits on CTAs 0 and 1,
- * which load nothing, 0. */
+ * which load nothing, 0. A wait that is not new starts no level (hsa/sim/trace.c wait_is_new): work-item
+ * 1 waits on CTA 3 again and loads line 12, and after a barrier work-item 2 waits on CTA 0, which
+ * work-item 0 had waited on before an earlier one, and loads line 13: both at level 2 (each wait
+ * starting a level put both at 3). Each repeated wait is its own record at level 2. */
 START_TEST(trace_levels) {
   const char *seeds[] = {NULL, "3", "11"};
   setenv("HSAMONO_SIM_WEAK", "1", 1);
@@ -1018,9 +1021,9 @@ START_TEST(trace_levels) {
     ck_assert_int_eq(hm_queue_create(a, 64, &q), HM_OK);
     const hm_kernel *k = t_kernel(t_program(a), "st_trace");
     uint32_t *w, *flags, *out = t_host(a, 128 * 4);
-    ck_assert_int_eq(hm_mem_alloc(a, HM_POOL_COARSE, 12 * 128, 0, (void **)&w), HM_OK);
+    ck_assert_int_eq(hm_mem_alloc(a, HM_POOL_COARSE, 14 * 128, 0, (void **)&w), HM_OK);
     ck_assert_int_eq(hm_mem_alloc(a, HM_POOL_UNCACHED, 4 * 128, 0, (void **)&flags), HM_OK);
-    ck_assert_int_eq(hm_mem_fill(rt, w, 1, 12 * 32), HM_OK);
+    ck_assert_int_eq(hm_mem_fill(rt, w, 1, 14 * 32), HM_OK);
     ck_assert_int_eq(hm_mem_fill(rt, flags, 0, 4 * 32), HM_OK);
     struct st_trace_args args = {.weights = (uint64_t)(uintptr_t)w, .flags = (uint64_t)(uintptr_t)flags,
                                  .out = (uint64_t)(uintptr_t)out, .tag = 5};
@@ -1035,15 +1038,15 @@ START_TEST(trace_levels) {
     ck_assert_uint_eq(t.stages[3].weight_bytes, 2 * 128);
     const hm_trace_stage *s = &t.stages[2];
     ck_assert_uint_eq(s->cta, 2);
-    const uint64_t want[HM_TRACE_LEVELS] = {4 * 128, 5 * 128, 128};
-    ck_assert_uint_eq(s->weight_bytes, 10 * 128);
+    const uint64_t want[HM_TRACE_LEVELS] = {4 * 128, 5 * 128, 3 * 128};
+    ck_assert_uint_eq(s->weight_bytes, 12 * 128);
     for (uint32_t l = 0; l < HM_TRACE_LEVELS; l++)
       ck_assert_msg(s->weight_level_bytes[l] == want[l], "chaos %s: level %u has %llu bytes, want %llu",
                     seeds[r] ? seeds[r] : "off", l, (unsigned long long)s->weight_level_bytes[l],
                     (unsigned long long)want[l]);
-    ck_assert_uint_eq(t.nwaits, 3);
-    const uint32_t writer[3] = {0, 1, 3}, level[3] = {0, 0, 1}, rest[3] = {0, 0, 128};
-    for (uint32_t i = 0; i < 3; i++) {
+    ck_assert_uint_eq(t.nwaits, 5);
+    const uint32_t writer[5] = {0, 0, 1, 3, 3}, level[5] = {0, 2, 0, 1, 2}, rest[5] = {0, 0, 0, 128, 128};
+    for (uint32_t i = 0; i < 5; i++) {
       ck_assert_uint_eq(t.waits[i].cta, 2);
       ck_assert_uint_eq(t.waits[i].w_cta, writer[i]);
       ck_assert_uint_eq(t.waits[i].words, 1);

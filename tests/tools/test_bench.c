@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "hm_config.h"
+#include "hm_trace.h"
 #include "hm_weights.h"
 
 /* Everything left in f, as a malloc'd string. */
@@ -548,9 +549,10 @@ START_TEST(k1_timeline_json) {
 END_TEST
 
 /* --trace FILE.csv beside --model: the traced step's records, a line a CTA's stage and a line a wait,
- * every line the header's 26 fields; a stage's levels add up to its weight bytes; stages that load
- * weights and waits of both scopes (the slice reads the peer's pushes). Without --model it is refused
- * as misuse (exit 2, the reason named) and no file is made. 8 CTAs: a quick trace. */
+ * every line the header's 19 + HM_TRACE_LEVELS fields; a stage's levels add up to its weight bytes;
+ * stages that load weights and waits of both scopes (the slice reads the peer's pushes). Without
+ * --model it is refused as misuse (exit 2, the reason named) and no file is made. 8 CTAs: a quick
+ * trace. */
 START_TEST(ffn_model_trace_csv) {
   char path[] = "/tmp/hm-bench-trace-XXXXXX", file[64], *out;
   ck_assert_ptr_nonnull(mkdtemp(path));
@@ -563,37 +565,43 @@ START_TEST(ffn_model_trace_csv) {
   ck_assert_ptr_nonnull(f);
   char *csv = read_all(f);
   fclose(f);
+  enum { LV = HM_TRACE_LEVELS, NF = 19 + LV };
   unsigned lines = 0, stages = 0, loaded = 0, waits = 0, peer_waits = 0;
   for (char *l = strtok(csv, "\n"); l; l = strtok(NULL, "\n"), lines++) {
-    unsigned fields = 1;
-    for (const char *q = l; *q; q++) fields += *q == ',';
-    ck_assert_msg(fields == 27, "%u fields: %s", fields, l);
+    /* the line's fields, in place (strsep keeps the empty ones) */
+    char *fv[NF + 1], *rest = l;
+    unsigned fields = 0;
+    for (char *fld; (fld = strsep(&rest, ",")) != NULL;) {
+      if (fields < NF + 1) fv[fields] = fld;
+      fields++;
+    }
+    ck_assert_msg(fields == NF, "%u fields, want %u", fields, (unsigned)NF);
     if (lines == 0) {
-      const char *head = "record,rows,agent,launch,kernel,cta,slot,weight_bytes,level0_bytes,";
-      ck_assert_msg(!strncmp(l, head, strlen(head)) && strstr(l, ",peer_store_bytes,w_agent,w_launch,w_cta,w_slot,words,level,w_rest"),
-                    "%s", l);
+      ck_assert_str_eq(fv[0], "record");
+      ck_assert_str_eq(fv[7], "weight_bytes");
+      ck_assert_str_eq(fv[8], "level0_bytes");
+      char last[24];
+      snprintf(last, sizeof last, "level%u_bytes", LV - 1);
+      ck_assert_str_eq(fv[7 + LV], last);
+      const char *tail[] = {"handoff_bytes", "dev_store_bytes", "sys_store_bytes", "peer_store_bytes", "w_agent",
+                            "w_launch", "w_cta", "w_slot", "words", "level", "w_rest"};
+      for (unsigned k = 0; k < 11; k++) ck_assert_str_eq(fv[8 + LV + k], tail[k]);
       continue;
     }
-    unsigned long long v[20];
-    unsigned rows, agent, launch, cta, slot;
-    char kernel[16];
-    if (!strncmp(l, "stage,", 6)) {
-      ck_assert_int_eq(sscanf(l, "stage,%u,%u,%u,%15[^,],%u,%u,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu", &rows, &agent,
-                              &launch, kernel, &cta, &slot, &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8]),
-                       15);
-      ck_assert_str_eq(kernel, "ffn");
-      unsigned long long sum = 0;
-      for (int k = 1; k <= 8; k++) sum += v[k];
-      ck_assert_msg(sum == v[0], "levels %llu, weights %llu: %s", sum, v[0], l);
-      stages++, loaded += v[0] > 0;
+    const unsigned rows = (unsigned)strtoul(fv[1], NULL, 10), agent = (unsigned)strtoul(fv[2], NULL, 10);
+    ck_assert_str_eq(fv[4], "ffn");
+    if (!strcmp(fv[0], "stage")) {
+      unsigned long long w = strtoull(fv[7], NULL, 10), sum = 0;
+      for (unsigned k = 0; k < LV; k++) sum += strtoull(fv[8 + k], NULL, 10);
+      ck_assert_msg(sum == w, "levels %llu, weights %llu", sum, w);
+      stages++, loaded += w > 0;
     } else {
-      unsigned wa, wl, wc, ws, words, level;
-      unsigned long long rest;
-      ck_assert_int_eq(sscanf(l, "wait,%u,%u,%u,%15[^,],%u,%u,,,,,,,,,,,,,,%u,%u,%u,%u,%u,%u,%llu", &rows, &agent,
-                              &launch, kernel, &cta, &slot, &wa, &wl, &wc, &ws, &words, &level, &rest),
-                       13);
+      ck_assert_str_eq(fv[0], "wait");
+      for (unsigned k = 7; k < 12 + LV; k++) ck_assert_msg(!fv[k][0], "a wait's stage field %u: %s", k, fv[k]);
+      const unsigned wa = (unsigned)strtoul(fv[12 + LV], NULL, 10), words = (unsigned)strtoul(fv[16 + LV], NULL, 10);
+      const unsigned level = (unsigned)strtoul(fv[17 + LV], NULL, 10);
       ck_assert_uint_gt(words, 0);
-      ck_assert_uint_lt(level, 8);
+      ck_assert_uint_lt(level, LV);
       waits++, peer_waits += wa != agent;
     }
     ck_assert_uint_eq(rows, 1);
