@@ -529,7 +529,7 @@ DEV_INLINE u64 dev_tl_clock(void) { return __builtin_amdgcn_s_memrealtime(); }
 #else
 DEV_INLINE u64 dev_tl_clock(void) { return dev_host->event(); }
 #endif
-DEV_INLINE void dev_tl_stamp(u64 tl, u32 slot, u32 n, u32 base) {
+DEV_INLINE void dev_tl_stamp(u64 tl, u32 slot, u32 n, u32 ran) {
 #if !defined(DEV_GPU)
   /* the software agent's trace (hsa/sim/trace.c) takes its stage boundaries from here, every work-item
    * at its own stamp; nothing of it reaches a GPU build */
@@ -546,7 +546,7 @@ DEV_INLINE void dev_tl_stamp(u64 tl, u32 slot, u32 n, u32 base) {
   if (lid == 0) {
     __global struct hm_tl_stamp *p = (__global struct hm_tl_stamp *)tl + (u64)dev_cta() * DEV_TL_SLOTS + slot;
     p->n = n;
-    p->base = base;
+    p->ran = ran;
     p->t = dev_tl_clock();
   }
 }

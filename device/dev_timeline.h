@@ -5,15 +5,16 @@
 
 #include "dev_types.h"
 
-/* One stamp: the clock when the CTA finished the slot's stage, and the stage's task count and
- * first CTA (task i runs on CTA (base + i) % grid), from which the reader knows which tasks this
- * CTA ran. n == DEV_TL_EVERY: a step every CTA runs once (the begin, the push, the route table).
- * The clock is s_memrealtime (100 MHz) on a GPU and the software agent's event counter there
- * (dev_host.h: an order of events, not a time). A slot never stamped keeps t == 0. */
+/* One stamp: the clock when the CTA finished the slot's stage, the stage's task count n and the
+ * count of them this CTA ran (`ran`: the placement is the stage's own, handoff.h's ho_place, so the
+ * stamp says what ran rather than the reader working it out). n == DEV_TL_EVERY (ran 1): a step every
+ * CTA runs once (the begin, the push, the route table). The clock is s_memrealtime (100 MHz) on a
+ * GPU and the software agent's event counter there (dev_host.h: an order of events, not a time). A
+ * slot never stamped keeps t == 0. */
 struct hm_tl_stamp {
   u64 t;
   u32 n;
-  u32 base;
+  u32 ran;
 };
 DEV_ARGS_CHECK(hm_tl_stamp, 16);
 

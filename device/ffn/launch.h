@@ -44,36 +44,41 @@ DEV_INLINE void ffn_begin(struct ffn_ctx *c, DEV_ARGSPACE const struct ffn_args 
 DEV_INLINE void ffn_stages(struct ffn_ctx *c_, __local struct ffn_lds *lds, u32 push, u32 tl_slot) {
   struct ffn_ctx c = *c_;
   /* each stage's end stamped into the timeline slot after the one before (dev_timeline.h) */
-#define FFN_TL(n, base) dev_tl_stamp(c.a->timeline, tl_slot++, (n), (base))
-  /* Stages in program order (placements: spec/mono.md §3.1). Each stage and each task starts with
-   * ffn_next_stage, which keeps the argument loads it makes inside it (see ffn.h); the stage's
-   * task count and first CTA are computed there too, not held from the kernel's start. */
-#define FFN_STAGE(task, count, base, call) \
-  {                                        \
-    ffn_next_stage(&c);                    \
-    const u32 n_ = (count), b_ = (base);   \
-    FFN_FOR_TASKS(task, n_, b_) {          \
-      struct ffn_ctx t_ = c;               \
-      ffn_next_stage(&t_);                 \
-      call;                                \
-      c.ok = t_.ok;                        \
-    }                                      \
-    FFN_TL(n_, b_);                        \
+#define FFN_TL(n, place) HO_TL_STAMP(c.a->timeline, tl_slot++, (n), (place))
+#define FFN_TL_EVERY() dev_tl_stamp(c.a->timeline, tl_slot++, DEV_TL_EVERY, 1u)
+  /* Stages in program order (placements: spec/mono.md §3.1; place: handoff.h's ho_place). Each stage
+   * and each task starts with ffn_next_stage, which keeps the argument loads it makes inside it (see
+   * ffn.h); the stage's task count and placement are computed there too, not held from the kernel's
+   * start. */
+#define FFN_STAGE_PLACED(task, count, place, call) \
+  {                                                \
+    ffn_next_stage(&c);                            \
+    const u32 n_ = (count);                        \
+    const struct ho_place p_ = (place);            \
+    HO_FOR_PLACED(task, n_, p_) {                  \
+      struct ffn_ctx t_ = c;                       \
+      ffn_next_stage(&t_);                         \
+      call;                                        \
+      c.ok = t_.ok;                                \
+    }                                              \
+    FFN_TL(n_, p_);                                \
   }
+#define FFN_STAGE(task, count, base, call) FFN_STAGE_PLACED(task, count, ho_plain(base), call)
 #define S_ (c.a->S)
 #define NS_ ffn_ns(&c)
 #define ROUTER0 (S_ > 8u ? S_ : 8u)
 #define ROUTE0 (ROUTER0 + ffn_router_tasks(&c))
 #define SHARED0 (ROUTE0 + (S_ > 8u ? S_ : 8u))
-  /* the down stage's first CTA, the one after the last gate/up unit, computed where it is used and
-   * kept in a VGPR: held in SGPRs through the stage before it, K2 spilled two on gfx950 */
-#define ffn_down_base(c_, lds_) ffn_in_vgpr(SHARED0 + ffn_shared_tasks(c_) + ffn_ug_tasks(c_, lds_))
+#define UG0 (SHARED0 + ffn_shared_tasks(&c))
+  /* the down stage's first CTA (routed.h's ffn_ug_place), computed where it is used and kept in a
+   * VGPR: held in SGPRs through the stage before it, K2 spilled two on gfx950 */
+#define ffn_down_base(c_, lds_) ffn_in_vgpr(UG0 + ffn_down_first((c_), (lds_)))
   /* the attention output's all-reduce and the FFN seam */
   if (push) {
     struct ffn_ctx t_ = c;
     ffn_next_stage(&t_);
     ffn_push_parts(&t_);
-    FFN_TL(DEV_TL_EVERY, 0u);
+    FFN_TL_EVERY();
   }
   FFN_STAGE(j, NS_, 0u, ffn_slice(&t_, lds, j))
   FFN_STAGE(t, S_, NS_, ffn_gate(&t_, lds, t))
@@ -85,21 +90,25 @@ DEV_INLINE void ffn_stages(struct ffn_ctx *c_, __local struct ffn_lds *lds, u32 
   FFN_STAGE(task, ffn_shared_tasks(&c), SHARED0, ffn_shared_task(&t_, lds, task))
   ffn_next_stage(&c);
   ffn_route_table(&c, lds);
-  FFN_TL(DEV_TL_EVERY, 0u);
-  FFN_STAGE(u, ffn_ug_tasks(&c, lds), SHARED0 + ffn_shared_tasks(&c), ffn_ug_task(&t_, lds, u))
-  /* the down tasks go on round the grid from the CTA after the last gate/up unit: those past the
-   * grid's end (320 tasks of 16 rows on 256 CTAs) land on the CTAs that ran the fewest pieces before
-   * (at one row, none), not on CTAs 0-63 whatever they ran */
+  FFN_TL_EVERY();
+  FFN_STAGE_PLACED(u, ffn_ug_tasks(&c, lds), ffn_ug_place(&c, lds, UG0, &(u32){0u}), ffn_ug_task(&t_, lds, u))
+  /* the down tasks go on round the grid from the CTA after the last gate/up unit, or from the first
+   * of the CTAs the units' placement kept lighter: those past the grid's end (320 tasks of 16 rows on
+   * 256 CTAs) land on the CTAs that ran the fewest pieces before (at one row, none), not on CTAs 0-63
+   * whatever they ran */
   FFN_STAGE(rt, ffn_down_tasks(&c), ffn_down_base(&c, lds), ffn_down_task(&t_, lds, rt))
   /* the MoE output's all-reduce */
   FFN_STAGE(j, NS_, 0u, ffn_reduce(&t_, j))
 #undef FFN_STAGE
+#undef FFN_STAGE_PLACED
 #undef FFN_TL
+#undef FFN_TL_EVERY
 #undef S_
 #undef NS_
 #undef ROUTER0
 #undef ROUTE0
 #undef SHARED0
+#undef UG0
 #undef ffn_down_base
   *c_ = c;
 }

@@ -212,6 +212,42 @@ DEV_INLINE void ffn_ug_task(const struct ffn_ctx *c, __local struct ffn_lds *lds
 /* Down tasks: 16 hidden rows each. */
 DEV_INLINE u32 ffn_down_tasks(const struct ffn_ctx *c) { return c->a->D / 16u; }
 
+/* Where the gate/up and the down tasks run. Round the grid (handoff.h's ho_plain from the CTA after
+ * the shared expert's, the down stage from the CTA after the last unit), the X = down tasks % grid
+ * CTAs that run one down task more (64 of 256 at V4.1-Flash's 320 tasks) run as many units as the
+ * CTAs without: at eight rows and 384 experts, TP 4 on MI355X (792-828 units), 3 units and 2 down
+ * tasks (962 KB) where the others stream 4 and 1 (891) or 3 and 1. Where a down task outweighs a
+ * unit, giving those X CTAs one unit fewer evens the bytes out: every CTA takes q - 1 units round
+ * the grid (q = units / grid), the rest go round the other grid - X only, and the down stage starts
+ * at the first of the X. That is chosen when it lowers the busiest CTA's bytes (a unit: w13's 64
+ * rows of D/2 bytes; a down task: 16 w2 rows of I/2 bytes a slot tile, and 16 sw2 rows of Sh), and
+ * never with halves (there every half has its own CTA). The same on every CTA (the route table and
+ * the grid are). *down_first: the down stage's first CTA from the placement's base. */
+DEV_INLINE struct ho_place ffn_ug_place(const struct ffn_ctx *c, __local const struct ffn_lds *lds, u32 base,
+                                        u32 *down_first) {
+  const u32 N = dev_ncta(), U = ffn_ug_tasks(c, lds), Dn = ffn_down_tasks(c), X = Dn % N, q = U / N, r = U % N,
+            qd = Dn / N;
+  struct ho_place p = ho_plain(base);
+  *down_first = U;
+  if (ffn_ug_split(c, lds) || X == 0u || q == 0u) return p;
+  const u32 u = 32u * c->a->D, d = 8u * c->a->I * lds->rt.ntiles + 16u * c->a->Sh;
+  /* round the grid: the r CTAs from base run q + 1 units; the X after them, q (q + 1 past the grid's end) */
+  const u32 plain_one = (q + (r > 0u)) * u + qd * d, plain_two = (q + (r + X > N)) * u + (qd + 1u) * d;
+  /* the X CTAs with q - 1 units, the others q - 1 and the rest of the units shared among them */
+  const u32 W = N - X, rest = U - (q - 1u) * N;
+  const u32 lean_one = (q - 1u + (rest + W - 1u) / W) * u + qd * d, lean_two = (q - 1u) * u + (qd + 1u) * d;
+  const u32 plain = plain_one > plain_two ? plain_one : plain_two, lean = lean_one > lean_two ? lean_one : lean_two;
+  if (lean >= plain) return p;
+  p.full = (q - 1u) * N, p.width = W;
+  *down_first = W;
+  return p;
+}
+DEV_INLINE u32 ffn_down_first(const struct ffn_ctx *c, __local const struct ffn_lds *lds) {
+  u32 first;
+  (void)ffn_ug_place(c, lds, 0u, &first);
+  return first;
+}
+
 /* 128-wide K steps of the shared down matrix (gemv_mx8_wave's count on each arch). */
 DEV_INLINE u32 ffn_sw2_steps(const gemv_mx8 *m) {
 #if DEV_ARCH_GFX942

@@ -35,7 +35,7 @@ DEV_KERNEL(ar_allreduce, struct ar_allreduce_args, AR_CTA) {
     /* stage stamps: nothing on a GPU without a timeline buffer (tl 0); on the software agent they
      * split the trace into the push and the reduce, the stages the timing model replays (a reduce
      * waits on the peers' pushes, not on their whole launch) */
-    dev_tl_stamp(0u, 0u, DEV_TL_EVERY, 0u);
+    dev_tl_stamp(0u, 0u, DEV_TL_EVERY, 1u);
     __global const u32 *in = (__global const u32 *)args.in;
     __global u32 *out = (__global u32 *)args.out;
     u32 grid = dev_ncta() * dev_cta_size();
@@ -45,7 +45,7 @@ DEV_KERNEL(ar_allreduce, struct ar_allreduce_args, AR_CTA) {
     /* not needed for correctness (ar.h): the pushes are on their way; this lets the peers'
      * pushes arrive meanwhile, and on the software agent it lands the whole burst at once */
     dev_wait_stores();
-    dev_tl_stamp(0u, 1u, DEV_TL_EVERY, 0u);
+    dev_tl_stamp(0u, 1u, DEV_TL_EVERY, 1u);
     /* the same pairs back, `batch` of them a poll round; a work-item writes its outputs only
      * after its own pushes were issued, and reads no one else's input, so out may alias in */
     for (u32 f = g; f < n; f += grid * batch) {
@@ -57,7 +57,7 @@ DEV_KERNEL(ar_allreduce, struct ar_allreduce_args, AR_CTA) {
       for (u32 i = 0; i < AR_MAX_BATCH; i++)
         if (i < m) dev_st_u32(&out[f + i * grid], sum[i], DEV_CP_PLAIN);
     }
-    dev_tl_stamp(0u, 2u, DEV_TL_EVERY, 0u);
+    dev_tl_stamp(0u, 2u, DEV_TL_EVERY, 1u);
   }
   dev_epoch_end(ep, e);
 }

@@ -11,7 +11,7 @@ DEV_KERNEL(ffn, struct ffn_args, 512) {
   if (!dev_persist_arrive((__global struct hm_dev_persist *)DEV_ARGS_PTR(struct ffn_args)->persist, &lds->word[0])) return;
   struct ffn_ctx c;
   ffn_begin(&c, DEV_ARGS_PTR(struct ffn_args), lds);
-  dev_tl_stamp(c.a->timeline, 0u, DEV_TL_EVERY, 0u);
+  dev_tl_stamp(c.a->timeline, 0u, DEV_TL_EVERY, 1u);
   ffn_stages(&c, lds, 1u, 1u);
   ffn_end(&c, lds);
 }

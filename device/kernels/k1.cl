@@ -22,7 +22,7 @@ DEV_KERNEL(k1, struct k1_args, 512) {
   if (dev_lid() == 0) lds->word[2] = dev_cta() | advance << 31; /* for the end */
   dev_barrier();
   u32 tl_ = 0u; /* the timeline's slot (dev_timeline.h): 0 the start, then a stage each */
-  dev_tl_stamp(c.a->timeline, tl_, DEV_TL_EVERY, 0u);
+  dev_tl_stamp(c.a->timeline, tl_, DEV_TL_EVERY, 1u);
 
   /* Stages in program order (placements: spec/mono.md §3.1); task i of a stage placed from CTA b
    * runs on CTA (b + i) % grid. Every wait is on an earlier stage, so a resident grid finishes. */
@@ -35,7 +35,7 @@ DEV_KERNEL(k1, struct k1_args, 512) {
       k1_next_stage(&t_);                 \
       call;                               \
     }                                     \
-    dev_tl_stamp(c.a->timeline, ++tl_, n_, b_); \
+    HO_TL_STAMP(c.a->timeline, ++tl_, n_, ho_plain(b_)); \
   }
 #define S_ (c.a->seam.S)
 #define NS_ seam_slices(&c.a->seam)

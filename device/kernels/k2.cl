@@ -16,7 +16,7 @@ DEV_KERNEL(k2, struct k2_args, 512) {
   struct ffn_ctx c;
   ffn_begin(&c, &DEV_ARGS_PTR(struct k2_args)->ffn, &lds->f);
   u32 tl_ = 0u; /* the timeline's slot (dev_timeline.h): 0 the start, then a stage each */
-  dev_tl_stamp(c.a->timeline, tl_, DEV_TL_EVERY, 0u);
+  dev_tl_stamp(c.a->timeline, tl_, DEV_TL_EVERY, 1u);
 
   /* The attention back's stages in program order (placements: spec/mono.md §3.1), each waiting
    * only on earlier ones, then the FFN launch's from the seam's slices on (wo_b has pushed). */
@@ -29,7 +29,7 @@ DEV_KERNEL(k2, struct k2_args, 512) {
       ffn_next_stage(&t_);                \
       call;                               \
     }                                     \
-    dev_tl_stamp(c.a->timeline, ++tl_, n_, b_); \
+    HO_TL_STAMP(c.a->timeline, ++tl_, n_, ho_plain(b_)); \
   }
 #define NSPLIT_ k2_split_units(&c)
 #define NCOMB_ k2_comb_units(&c)

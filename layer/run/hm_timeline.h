@@ -13,12 +13,12 @@ extern "C" {
 #endif
 
 /* One stamp of a CTA: t, the clock when the CTA finished the slot's stage (0: never stamped); the
- * stage's task count n and first CTA base (task i runs on CTA (base + i) % ctas); n ==
- * HM_TIMELINE_EVERY for a step every CTA runs once (its start, the FFN launch's push, the route
- * table). */
+ * stage's task count n and how many of them this CTA ran (ran; the stages place their tasks each its
+ * own way); n == HM_TIMELINE_EVERY (ran 1) for a step every CTA runs once (its start, the FFN
+ * launch's push, the route table). */
 typedef struct hm_timeline_stamp {
   uint64_t t;
-  uint32_t n, base;
+  uint32_t n, ran;
 } hm_timeline_stamp;
 #define HM_TIMELINE_EVERY 0xffffffffu
 
@@ -39,8 +39,9 @@ typedef struct hm_timeline {
 /* Tasks of stage `slot` CTA `cta` ran (1 for a step every CTA runs); 0 for a slot out of range. */
 uint32_t hm_timeline_tasks(const hm_timeline *tl, uint32_t cta, uint32_t slot);
 
-/* HM_OK when every CTA stamped every slot and each CTA's stamps never go back in time; otherwise
- * HM_ERR_INVALID_ARG naming the first CTA and slot that do not. */
+/* HM_OK when every CTA stamped every slot, each CTA's stamps never go back in time, and each stage's
+ * tasks ran once each (the CTAs agree on its count and their `ran` add up to it; a step every CTA
+ * runs, once on each); otherwise HM_ERR_INVALID_ARG naming the first CTA and slot that do not. */
 hm_status hm_timeline_check(const hm_timeline *tl);
 
 #ifdef __cplusplus

@@ -9,7 +9,7 @@
 
 _Static_assert(sizeof(hm_timeline_stamp) == sizeof(struct hm_tl_stamp) &&
                    offsetof(hm_timeline_stamp, n) == offsetof(struct hm_tl_stamp, n) &&
-                   offsetof(hm_timeline_stamp, base) == offsetof(struct hm_tl_stamp, base),
+                   offsetof(hm_timeline_stamp, ran) == offsetof(struct hm_tl_stamp, ran),
                "hm_timeline_stamp is the kernels' struct hm_tl_stamp");
 _Static_assert(HM_TIMELINE_EVERY == DEV_TL_EVERY, "HM_TIMELINE_EVERY");
 
@@ -68,10 +68,7 @@ hm_status hm_tl_view(const struct hm_tl_buf *b, bool sim, const char *who, hm_ti
 uint32_t hm_timeline_tasks(const hm_timeline *tl, uint32_t cta, uint32_t slot) {
   if (!tl || cta >= tl->ctas || slot >= tl->slots) return 0;
   const hm_timeline_stamp *s = &tl->stamps[(size_t)cta * tl->stride + slot];
-  if (s->n == HM_TIMELINE_EVERY) return 1;
-  /* task i on CTA (base + i) % ctas: this CTA's first is (cta - base) mod ctas, then every ctas */
-  uint32_t first = (cta + tl->ctas - s->base % tl->ctas) % tl->ctas;
-  return s->n > first ? (s->n - first + tl->ctas - 1) / tl->ctas : 0;
+  return s->n == HM_TIMELINE_EVERY ? 1 : s->ran;
 }
 
 hm_status hm_timeline_check(const hm_timeline *tl) {
@@ -86,5 +83,23 @@ hm_status hm_timeline_check(const hm_timeline *tl) {
         return hm_fail(HM_ERR_INVALID_ARG, "%s timeline: CTA %u ended %s at %llu, before %s at %llu", tl->kernel, c,
                        tl->names[s], (unsigned long long)p->t, tl->names[s - 1], (unsigned long long)p[-1].t);
     }
+  /* each stage's tasks, as the CTAs count them, all ran and none twice */
+  for (uint32_t s = 0; s < tl->slots; s++) {
+    const uint32_t n = tl->stamps[s].n;
+    uint64_t ran = 0;
+    for (uint32_t c = 0; c < tl->ctas; c++) {
+      const hm_timeline_stamp *p = &tl->stamps[(size_t)c * tl->stride + s];
+      if (p->n != n)
+        return hm_fail(HM_ERR_INVALID_ARG, "%s timeline: CTA %u counts %u tasks in %s, CTA 0 %u", tl->kernel, c, p->n,
+                       tl->names[s], n);
+      if (n == HM_TIMELINE_EVERY && p->ran != 1)
+        return hm_fail(HM_ERR_INVALID_ARG, "%s timeline: CTA %u ran %s %u times, not once", tl->kernel, c,
+                       tl->names[s], p->ran);
+      ran += p->ran;
+    }
+    if (n != HM_TIMELINE_EVERY && ran != n)
+      return hm_fail(HM_ERR_INVALID_ARG, "%s timeline: the CTAs ran %llu of %s's %u tasks", tl->kernel,
+                     (unsigned long long)ran, tl->names[s], n);
+  }
   return HM_OK;
 }

@@ -394,3 +394,73 @@ bool tl_expect_ug_halves(const uint8_t *scr, const struct hm_ffn_scratch_layout 
                 tiles * G, grid, (unsigned long long)tagged);
   return split;
 }
+
+uint32_t tl_slot_tiles(const uint8_t *scr, const struct hm_ffn_scratch_layout *L, const hm_layer_config *cfg,
+                       uint32_t S) {
+  const uint64_t *ids = (const uint64_t *)(scr + L->ids);
+  uint32_t count[FFN_MAX_E] = {0}, tiles = 0;
+  ck_assert_uint_le(cfg->experts, FFN_MAX_E);
+  for (uint32_t i = 0; i < S * cfg->topk; i++) {
+    ck_assert_uint_lt((uint32_t)ids[i], cfg->experts);
+    count[(uint32_t)ids[i]]++;
+  }
+  for (uint32_t e = 0; e < cfg->experts; e++) tiles += (count[e] + FFN_PICK_TILE - 1) / FFN_PICK_TILE;
+  return tiles;
+}
+
+/* Hands out n tasks one at a time: the first `full` round the grid from base, the rest round the
+ * first `width` CTAs from base; adds each CTA's count to ran[]. */
+static void place_tasks(uint32_t grid, uint32_t base, uint32_t n, uint32_t full, uint32_t width, uint32_t *ran) {
+  for (uint32_t i = 0; i < n; i++) ran[(base + (i < full ? i : (i - full) % width)) % grid]++;
+}
+
+bool tl_ffn_placement(const hm_layer_config *cfg, const hm_rank_dims *d, bool gfx942, uint32_t S, uint32_t tiles,
+                      uint32_t grid, uint32_t *ug_ran, uint32_t *down_ran) {
+  /* the stages before gate/up as device/ffn/launch.h places them: gate/up starts after the shared
+   * expert's half-tasks */
+  const uint32_t r0 = S > 8 ? S : 8, router = cfg->experts / 16 * 4 * ((S + 15) / 16);
+  const uint32_t base = r0 + router + r0 + d->shared_inter / 16 * ((S + 15) / 16);
+  const uint32_t G = ffn_ug_groups_of(d->inter), units = tiles * G, split = 2 * units <= grid;
+  const uint32_t U = split ? 2 * units : units, Dn = cfg->hidden / 16, X = Dn % grid;
+  /* bytes a CTA streams: a unit's w13 rows (64 of D/2 bytes), a down task's w2 (16 rows of I/2 a
+   * slot tile) and sw2 (16 rows of Sh) */
+  const uint64_t I = gfx942 ? d->inter : d->inter_pad; /* the launch's MID columns (gfx942: the real ones) */
+  const uint64_t ub = 32ull * cfg->hidden, db = 8ull * I * tiles + 16ull * d->shared_inter;
+  uint32_t *pu = calloc(grid, sizeof *pu), *pd = calloc(grid, sizeof *pd), *lu = calloc(grid, sizeof *lu),
+           *ld = calloc(grid, sizeof *ld);
+  ck_assert(pu && pd && lu && ld);
+  place_tasks(grid, base, U, 0, grid, pu);
+  place_tasks(grid, base + U, Dn, 0, grid, pd);
+  bool lean = false;
+  if (!split && X && U >= grid) {
+    const uint32_t full = (U / grid - 1) * grid;
+    place_tasks(grid, base, U, full, grid - X, lu);
+    place_tasks(grid, base + grid - X, Dn, 0, grid, ld);
+    uint64_t plain = 0, leaner = 0;
+    for (uint32_t c = 0; c < grid; c++) {
+      const uint64_t p = pu[c] * ub + pd[c] * db, l = lu[c] * ub + ld[c] * db;
+      plain = p > plain ? p : plain, leaner = l > leaner ? l : leaner;
+    }
+    lean = leaner < plain;
+  }
+  memcpy(ug_ran, lean ? lu : pu, grid * sizeof *ug_ran);
+  memcpy(down_ran, lean ? ld : pd, grid * sizeof *down_ran);
+  free(pu), free(pd), free(lu), free(ld);
+  return lean;
+}
+
+bool tl_expect_ffn_placement(const hm_timeline *tl, const hm_layer_config *cfg, const hm_rank_dims *d, bool gfx942,
+                             uint32_t S, uint32_t tiles, uint32_t ug_slot) {
+  const uint32_t grid = tl->ctas;
+  uint32_t *ug = calloc(grid, sizeof *ug), *down = calloc(grid, sizeof *down);
+  ck_assert(ug && down);
+  const bool lean = tl_ffn_placement(cfg, d, gfx942, S, tiles, grid, ug, down);
+  for (uint32_t c = 0; c < grid; c++) {
+    const hm_timeline_stamp *p = &tl->stamps[(size_t)c * tl->stride + ug_slot];
+    ck_assert_msg(p[0].ran == ug[c] && p[1].ran == down[c],
+                  "CTA %u ran %u gate/up and %u down tasks, the %s placement gives it %u and %u", c, p[0].ran,
+                  p[1].ran, lean ? "lean" : "plain", ug[c], down[c]);
+  }
+  free(ug), free(down);
+  return lean;
+}

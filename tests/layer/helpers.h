@@ -10,6 +10,7 @@
 #include "hm_config.h"
 #include "hm_ffn_group.h"
 #include "hm_hsa.h"
+#include "hm_timeline.h"
 #include "hm_ref.h"
 #include "hm_weights.h"
 
@@ -128,5 +129,25 @@ void tl_expect_status(hm_status st, hm_status want, const char *words);
 struct hm_ffn_scratch_layout;
 bool tl_expect_ug_halves(const uint8_t *scr, const struct hm_ffn_scratch_layout *L, const hm_tensor_set *ref,
                          uint32_t rank, const hm_layer_config *cfg, uint32_t tp, uint32_t S, uint32_t grid);
+
+/* The slot tiles of the picks in a rank's fetched scratch (device/ffn/routed.h ffn_route_table: an
+ * expert's picks in tiles of FFN_PICK_TILE). */
+uint32_t tl_slot_tiles(const uint8_t *scr, const struct hm_ffn_scratch_layout *L, const hm_layer_config *cfg,
+                       uint32_t S);
+
+/* Where the FFN launch runs its gate/up and down tasks (device/ffn/routed.h ffn_ug_place), worked out
+ * again by handing the tasks out one at a time: round the grid, or, where the CTAs with one down task
+ * more would stream more than the busiest of the others, those with one unit fewer (the lean
+ * placement) if that lowers the busiest CTA's bytes. Fills ug_ran[grid] and down_ran[grid] with each
+ * CTA's tasks; returns whether the lean placement is the launch's. gfx942: the rank's MID columns are
+ * its real intermediate, not the padded one. */
+bool tl_ffn_placement(const hm_layer_config *cfg, const hm_rank_dims *d, bool gfx942, uint32_t S, uint32_t tiles,
+                      uint32_t grid, uint32_t *ug_ran, uint32_t *down_ran);
+
+/* A rank's FFN timeline (gate/up at slot ug_slot, down after it) against tl_ffn_placement: every
+ * CTA ran the tasks the placement gives it. Returns whether it was the lean one. */
+
+bool tl_expect_ffn_placement(const hm_timeline *tl, const hm_layer_config *cfg, const hm_rank_dims *d, bool gfx942,
+                             uint32_t S, uint32_t tiles, uint32_t ug_slot);
 
 #endif

@@ -105,7 +105,7 @@ static void expect_ranks_identical(const outs *o, uint32_t tp, uint32_t S, uint3
 /* Stage checks from rank 0's mailboxes: the normed rows and both quantisations exactly; the
  * route exactly, except where the two best candidates for a pick are within the GEMV's rounding
  * of each other (a documented tie: DESIGN §6). */
-static bool expect_stages(hm_runtime *rt, hm_ffn_group *g, const ffn_case *c) {
+static bool expect_stages(hm_runtime *rt, hm_ffn_group *g, const ffn_case *c, uint32_t *leans) {
   const uint32_t S = c->S, D = c->cfg.hidden, K = c->cfg.topk, E = c->cfg.experts;
   hm_ffn *f = hm_ffn_group_rank(g, 0);
   struct hm_ffn_scratch_layout L;
@@ -142,20 +142,28 @@ static bool expect_stages(hm_runtime *rt, hm_ffn_group *g, const ffn_case *c) {
                     "token %u pick %u: weight %.9g, reference %.9g", t, j, w, rw[t * K + j]);
     }
   bool split = tl_expect_ug_halves(scr, &L, &c->ref, 0, &c->cfg, c->tp, S, hm_ffn_grid(f));
+  /* with the timeline on, which CTA ran which gate/up and down tasks (slots as ffn.cl stamps them) */
+  hm_timeline tl;
+  if (hm_ffn_timeline(f, &tl) == HM_OK) {
+    ck_assert_msg(hm_timeline_check(&tl) == HM_OK, "%s", hm_errmsg());
+    *leans += tl_expect_ffn_placement(&tl, &c->cfg, &c->w[0].dims, false, S, tl_slot_tiles(scr, &L, &c->cfg, S), 9);
+  }
   free(scr);
   return split;
 }
 
-/* Steps of each of rows[] against the reference; returns how many of them split the gate/up units in
- * halves (tl_expect_ug_halves). */
-static uint32_t run_and_check(const hm_layer_config *cfg, uint32_t tp, const uint32_t *rows, uint32_t nrows,
-                              uint64_t seed) {
+/* Steps of each of rows[] against the reference on a group made with `fc`; returns how many of them
+ * split the gate/up units in halves (tl_expect_ug_halves), and in *leans (with fc's timeline on) how
+ * many placed them leanly (tl_expect_ffn_placement). */
+static uint32_t run_and_check_on(const hm_layer_config *cfg, uint32_t tp, const uint32_t *rows, uint32_t nrows,
+                                 uint64_t seed, const hm_ffn_config *fc, uint32_t *leans) {
   hm_runtime *rt = tl_open_sim();
   hm_layer_weights w[4];
   tl_build_group(cfg, tp, seed, HM_WPART_FFN, w);
   hm_ffn_group *g;
   uint32_t splits = 0;
-  hm_status st = hm_ffn_group_create(rt, w, tp, &small_grid, &g);
+  *leans = 0;
+  hm_status st = hm_ffn_group_create(rt, w, tp, fc, &g);
   ck_assert_msg(st == HM_OK, "group: %s", hm_errmsg());
   for (uint32_t i = 0; i < nrows; i++) {
     ffn_case c;
@@ -167,7 +175,7 @@ static uint32_t run_and_check(const hm_layer_config *cfg, uint32_t tp, const uin
     ck_assert_msg(st == HM_OK, "%u rows: %s", c.S, hm_errmsg());
     expect_ranks_identical(&o, tp, c.S, cfg->hidden);
     expect_seam_exact(&c, &o.o[0]);
-    splits += expect_stages(rt, g, &c);
+    splits += expect_stages(rt, g, &c, leans);
     expect_moe_close(&c, o.o[0].x);
     outs_free(&o, tp);
     case_free(&c);
@@ -176,6 +184,11 @@ static uint32_t run_and_check(const hm_layer_config *cfg, uint32_t tp, const uin
   tl_free_group(w, tp);
   hm_runtime_close(rt);
   return splits;
+}
+static uint32_t run_and_check(const hm_layer_config *cfg, uint32_t tp, const uint32_t *rows, uint32_t nrows,
+                              uint64_t seed) {
+  uint32_t leans;
+  return run_and_check_on(cfg, tp, rows, nrows, seed, &small_grid, &leans);
 }
 
 /* ---------------------------------------------------------------- the tests */
@@ -202,6 +215,28 @@ START_TEST(ug_halves_tp4) {
   hm_layer_config c = tl_config("tiny", 3, 16, 2);
   const uint32_t rows[] = {1, 5, 1};
   ck_assert_uint_eq(run_and_check(&c, 4, rows, 3, 2500), 2);
+}
+END_TEST
+
+/* The lean placement of the gate/up units (device/ffn/routed.h ffn_ug_place): tiny at TP 2 on 12
+ * CTAs has 64 down tasks, so 4 CTAs run one more; at 32 rows about 64 slot tiles make a down task
+ * (64 tiles of 16 w2 rows of 64 bytes, 66 KB) twice a unit (32 KB), and those 4 CTAs take a unit
+ * fewer. Checked against the reference, and the placement against the timeline's counts; one row
+ * (6 tiles, fewer units than CTAs) stays round the grid. */
+START_TEST(lean_placement_tp2) {
+  hm_layer_config c = tl_config("tiny", 3, 0, 0);
+  const uint32_t rows[] = {32, 1, 32};
+  hm_ffn_config fc = small_grid;
+  fc.ctas = 12, fc.timeline = true;
+  const char *cus = getenv("HSAMONO_SIM_CUS");
+  char cus_was[16];
+  snprintf(cus_was, sizeof cus_was, "%s", cus ? cus : "");
+  setenv("HSAMONO_SIM_CUS", "16", 1);
+  uint32_t leans;
+  run_and_check_on(&c, 2, rows, 3, 2700, &fc, &leans);
+  if (cus_was[0]) setenv("HSAMONO_SIM_CUS", cus_was, 1);
+  else unsetenv("HSAMONO_SIM_CUS");
+  ck_assert_uint_eq(leans, 2);
 }
 END_TEST
 
@@ -330,7 +365,7 @@ static void sets_make(hm_runtime *rt, hm_ffn_group *g, const hm_layer_weights *w
     ck_assert_msg(hm_ffn_group_step(g, &in, 1, want[k].o, NULL) == HM_OK, "%s", hm_errmsg());
     expect_ranks_identical(&want[k], tp, S, D);
     expect_seam_exact(&c[k], &want[k].o[0]);
-    expect_stages(rt, g, &c[k]);
+    expect_stages(rt, g, &c[k], &(uint32_t){0});
     expect_moe_close(&c[k], want[k].o[0].x);
     for (uint32_t j = 0; j < k; j++)
       ck_assert_msg(!same_outputs(&want[j].o[0], &want[k].o[0], S, D), "sets %u and %u give the same outputs", j, k);
@@ -622,7 +657,8 @@ Suite *hm_test_suite(void) {
   const tl_case tests[] = {
       {"create_refusals", create_refusals},
       {"create_refusals_tp2", create_refusals_tp2}, {"tiny_tp2_rows", tiny_tp2_rows},
-      {"tiny_tp4_rows", tiny_tp4_rows},       {"ug_halves_tp4", ug_halves_tp4},       {"tiny_draft_tp2", tiny_draft_tp2},
+      {"tiny_tp4_rows", tiny_tp4_rows},       {"ug_halves_tp4", ug_halves_tp4},
+      {"lean_placement_tp2", lean_placement_tp2},       {"tiny_draft_tp2", tiny_draft_tp2},
       {"replays_bit_identical", replays_bit_identical}, {"lagging_rank_steps", lagging_rank_steps},
       {"full_dims_tp4", full_dims_tp4},
       {"full_dims_tp2", full_dims_tp2},

@@ -8,42 +8,46 @@
 #include "helpers.h"
 #include "hm_ffn_group.h"
 #include "hm_layer_group.h"
+#include "kernels/ffn_args.h"
 
 #define TP 2u
 #define ROWS 7u
 
 /* The FFN launch's stages in program order as device/ffn/launch.h places them: task count n and
- * first CTA base (task i on CTA (base + i) % grid) from the step's shape; gate_up's count depends on
- * the routing (n 0: any). EVERY: the steps every CTA runs once. */
+ * first CTA base (task i on CTA (base + i) % grid) from the step's shape; gate_up's and down's
+ * counts and placement follow the routing (n 0; tl_expect_ffn_placement). EVERY: the steps every
+ * CTA runs once. */
 struct stage {
   const char *name;
   uint32_t n, base;
 };
 #define EVERY HM_TIMELINE_EVERY
-/* A base that follows the routing: the CTA after the last gate/up unit (its base + its count). */
-#define AFTER_UNITS UINT32_MAX
-#define GATE_UP 9u /* gate_up's slot */
-static uint32_t want_base(const struct stage *st, const hm_timeline_stamp *ug) {
-  return st->base == AFTER_UNITS ? ug->base + ug->n : st->base;
-}
+#define GATE_UP 9u /* gate_up's slot; down's is the next */
 
 static uint32_t ffn_stages(const hm_layer_config *c, const hm_rank_dims *d, uint32_t S, struct stage *st) {
   const uint32_t NS = c->hidden / 32, tiles = (S + 15) / 16, r0 = S > 8 ? S : 8;
   const uint32_t router = c->experts / 16 * 4 * tiles, route0 = r0 + router, shared0 = route0 + (S > 8 ? S : 8);
   const uint32_t shared = d->shared_inter / 16 * tiles; /* half-tasks of 16 columns (device/ffn/shared.h) */
-  const struct stage all[] = {{"start", EVERY, 0},        {"push", EVERY, 0},           {"slice", NS, 0},
-                              {"gate", S, NS},            {"norm", S, NS + S},          {"router", router, r0},
-                              {"route", S, route0},       {"shared", shared, shared0}, {"route_table", EVERY, 0},
-                              {"gate_up", 0, shared0 + shared}, {"down", c->hidden / 16, AFTER_UNITS}, {"reduce", NS, 0}};
+  const struct stage all[] = {{"start", EVERY, 0},  {"push", EVERY, 0},     {"slice", NS, 0},
+                              {"gate", S, NS},      {"norm", S, NS + S},    {"router", router, r0},
+                              {"route", S, route0}, {"shared", shared, shared0}, {"route_table", EVERY, 0},
+                              {"gate_up", 0, 0},    {"down", 0, 0},         {"reduce", NS, 0}};
   memcpy(st, all, sizeof all);
   return sizeof all / sizeof *all;
 }
 
+/* Tasks of a stage of n placed from `base` round the grid that CTA c runs. */
+static uint32_t round_robin(uint32_t n, uint32_t base, uint32_t grid, uint32_t c) {
+  uint32_t ran = 0;
+  for (uint32_t i = 0; i < n; i++) ran += (base + i) % grid == c;
+  return ran;
+}
+
 /* One rank's timeline against the launch: every CTA stamped every slot in program order (the
  * library's check, then again here so a check that passes everything is caught), each stage's task
- * count and first CTA the ones the launch places, the tasks of each stage spread over the CTAs as
- * (base + i) % grid, none lost or run twice. */
-static void expect_ffn_timeline(const hm_timeline *tl, const hm_layer_weights *w, uint32_t grid) {
+ * count the launch's and each CTA's share of it where the launch places it (gate/up and down from
+ * the step's `tiles` slot tiles), none lost or run twice. */
+static void expect_ffn_timeline(const hm_timeline *tl, const hm_layer_weights *w, uint32_t grid, uint32_t tiles) {
   struct stage st[16];
   const uint32_t n = ffn_stages(&w->cfg, &w->dims, ROWS, st);
   ck_assert_msg(hm_timeline_check(tl) == HM_OK, "%s", hm_errmsg());
@@ -60,21 +64,21 @@ static void expect_ffn_timeline(const hm_timeline *tl, const hm_layer_weights *w
       ck_assert_msg(p->t != 0, "CTA %u: %s never stamped", c, st[s].name);
       if (s) ck_assert_msg(p->t > p[-1].t, "CTA %u: %s ended at %llu, not after %s at %llu", c, st[s].name,
                            (unsigned long long)p->t, st[s - 1].name, (unsigned long long)p[-1].t);
-      const uint32_t base = want_base(&st[s], &tl->stamps[(size_t)c * tl->stride + GATE_UP]);
-      if (st[s].n) ck_assert_msg(p->n == st[s].n && p->base == base, "CTA %u %s: %u tasks from %u, want %u from %u",
-                                 c, st[s].name, p->n, p->base, st[s].n, base);
+      if (st[s].n) ck_assert_msg(p->n == st[s].n, "CTA %u %s: %u tasks, want %u", c, st[s].name, p->n, st[s].n);
       /* every CTA of a stage saw the same count (the routing's gate_up too) */
       ck_assert_uint_eq(p->n, tl->stamps[s].n);
-      uint32_t tasks = hm_timeline_tasks(tl, c, s), want = 0;
-      if (p->n == EVERY) want = 1;
-      else
-        for (uint32_t i = 0; i < p->n; i++) want += (p->base + i) % grid == c;
-      ck_assert_msg(tasks == want, "CTA %u %s: %u tasks, placed %u", c, st[s].name, tasks, want);
+      const uint32_t tasks = hm_timeline_tasks(tl, c, s);
+      if (p->n == EVERY) ck_assert_uint_eq(p->ran, 1);
+      else if (st[s].n) {
+        const uint32_t want = round_robin(p->n, st[s].base, grid, c);
+        ck_assert_msg(tasks == want, "CTA %u %s: %u tasks, placed %u", c, st[s].name, tasks, want);
+      }
       sum += tasks;
     }
     if (st[s].n != EVERY) ck_assert_uint_eq(sum, tl->stamps[s].n);
   }
-  ck_assert_uint_gt(tl->stamps[9].n, 0); /* the step ran routed experts */
+  ck_assert_uint_gt(tl->stamps[GATE_UP].n, 0); /* the step ran routed experts */
+  (void)tl_expect_ffn_placement(tl, &w->cfg, &w->dims, false, ROWS, tiles, GATE_UP);
 }
 
 static void expect_same(const float *a, const float *b, uint64_t n, const char *what) {
@@ -116,12 +120,17 @@ START_TEST(ffn_timeline) {
         continue;
       }
       ck_assert_msg(s == HM_OK, "%s", hm_errmsg());
-      expect_ffn_timeline(&tl, &w[r], hm_ffn_grid(hm_ffn_group_rank(g, r)));
+      struct hm_ffn_scratch_layout L;
+      const uint8_t *dev = hm_ffn_scratch(hm_ffn_group_rank(g, r), ROWS, &L);
+      ck_assert_ptr_nonnull(dev);
+      uint8_t *scr = tl_fetch(rt, hm_agent_get(rt, r), dev, L.bytes);
+      expect_ffn_timeline(&tl, &w[r], hm_ffn_grid(hm_ffn_group_rank(g, r)), tl_slot_tiles(scr, &L, &cfg, ROWS));
+      free(scr);
       if (r) { /* both ranks place alike (the step's shape and routing are the group's) */
         hm_timeline t0;
         ck_assert_int_eq(hm_ffn_timeline(hm_ffn_group_rank(g, 0), &t0), HM_OK);
         for (uint32_t k = 0; k < tl.slots; k++)
-          ck_assert(t0.stamps[k].n == tl.stamps[k].n && t0.stamps[k].base == tl.stamps[k].base);
+          ck_assert(t0.stamps[k].n == tl.stamps[k].n && t0.stamps[k].ran == tl.stamps[k].ran);
       }
     }
     hm_ffn_group_destroy(g);
@@ -192,9 +201,12 @@ START_TEST(layer_k1_k2_timeline) {
     expect_complete(&k2, "k2", k2_names, nffn + 3);
     for (uint32_t s = 2; s < nffn; s++)
       if (st[s].n && st[s].n != EVERY)
-        ck_assert_msg(k2.stamps[3 + s].n == st[s].n && k2.stamps[3 + s].base == want_base(&st[s], &k2.stamps[3 + GATE_UP]),
-                      "K2 %s: %u tasks from %u, want %u from %u", st[s].name, k2.stamps[3 + s].n,
-                      k2.stamps[3 + s].base, st[s].n, want_base(&st[s], &k2.stamps[3 + GATE_UP]));
+        for (uint32_t c = 0; c < k2.ctas; c++) {
+          const hm_timeline_stamp *p = &k2.stamps[(size_t)c * k2.stride + 3 + s];
+          const uint32_t want = round_robin(st[s].n, st[s].base, k2.ctas, c);
+          ck_assert_msg(p->n == st[s].n && p->ran == want, "K2 CTA %u %s: %u of %u tasks, want %u of %u", c,
+                        st[s].name, p->ran, p->n, want, st[s].n);
+        }
   }
   hm_gen_step_free(&step);
   hm_layer_group_destroy(g);
@@ -204,10 +216,12 @@ START_TEST(layer_k1_k2_timeline) {
 }
 END_TEST
 
-/* The library's own check refuses a CTA that never stamped and stamps that go back in time. */
+/* The library's own check refuses a CTA that never stamped, stamps that go back in time, a stage's
+ * tasks counted twice or not at all, CTAs that disagree on a stage's count, and a once-each step
+ * not run once. */
 START_TEST(check_refuses) {
   static const char *const names[] = {"start", "a", "b"};
-  hm_timeline_stamp s[2 * 3] = {{1, EVERY, 0}, {2, 3, 0}, {5, 1, 1}, {3, EVERY, 0}, {4, 3, 0}, {6, 1, 1}};
+  hm_timeline_stamp s[2 * 3] = {{1, EVERY, 1}, {2, 3, 2}, {5, 1, 0}, {3, EVERY, 1}, {4, 3, 1}, {6, 1, 1}};
   hm_timeline tl = {.kernel = "x", .ctas = 2, .slots = 3, .stride = 3, .names = names, .stamps = s};
   ck_assert_int_eq(hm_timeline_check(&tl), HM_OK);
   ck_assert_uint_eq(hm_timeline_tasks(&tl, 0, 1), 2); /* tasks 0, 2 */
@@ -220,6 +234,17 @@ START_TEST(check_refuses) {
   s[5].t = 6, s[1].t = 9;
   ck_assert_int_eq(hm_timeline_check(&tl), HM_ERR_INVALID_ARG);
   ck_assert_ptr_nonnull(strstr(hm_errmsg(), "CTA 0 ended b at 5, before a at 9"));
+  s[1].t = 2, s[4].ran = 2; /* task counted on both CTAs */
+  ck_assert_int_eq(hm_timeline_check(&tl), HM_ERR_INVALID_ARG);
+  ck_assert_ptr_nonnull(strstr(hm_errmsg(), "the CTAs ran 4 of a's 3 tasks"));
+  s[4].ran = 1, s[5].n = 2;
+  ck_assert_int_eq(hm_timeline_check(&tl), HM_ERR_INVALID_ARG);
+  ck_assert_ptr_nonnull(strstr(hm_errmsg(), "CTA 1 counts 2 tasks in b, CTA 0 1"));
+  s[5].n = 1, s[3].ran = 0;
+  ck_assert_int_eq(hm_timeline_check(&tl), HM_ERR_INVALID_ARG);
+  ck_assert_ptr_nonnull(strstr(hm_errmsg(), "CTA 1 ran start 0 times, not once"));
+  s[3].ran = 1;
+  ck_assert_int_eq(hm_timeline_check(&tl), HM_OK);
 }
 END_TEST
 
