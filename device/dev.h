@@ -160,6 +160,14 @@ DEV_INLINE u32 dev_shfl_u32(u32 v, u32 src) { return dev_host->wave_shfl(v, src 
 DEV_INLINE u64 dev_ballot(int pred) { return dev_host->wave_ballot(pred != 0); }
 DEV_INLINE u32 dev_readfirstlane_u32(u32 v) { return dev_host->wave_first(v); }
 #endif
+/* A value the compiler is to keep in a VGPR (a wave-uniform value it would otherwise hold in an
+ * SGPR across a stage, where SGPRs are short). */
+DEV_INLINE u32 dev_in_vgpr(u32 v) {
+#if defined(DEV_GPU)
+  __asm__ volatile("" : "+v"(v));
+#endif
+  return v;
+}
 #if defined(DEV_GPU)
 DEV_INLINE u32 dev_wave(void) { return dev_readfirstlane_u32(dev_lid() / DEV_WAVE); }
 #else

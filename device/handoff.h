@@ -139,21 +139,4 @@ DEV_INLINE u32 ho_place_end(struct ho_place p, u32 n) {
 #define HO_FOR_PLACED(task, n, place)                                                              \
   for (u32 task = ho_first_task((place).base), end_##task = ho_place_end((place), (n)); task < end_##task; \
        task += task < (place).full ? dev_ncta() : (place).width)
-/* The count of this CTA's tasks under the placement (the timeline's stamp, dev_timeline.h). */
-DEV_INLINE u32 ho_place_ran(struct ho_place p, u32 n) {
-  const u32 g = dev_ncta(), pos = ho_first_task(p.base), end = ho_place_end(p, n);
-  const u32 head = p.full < end ? p.full : end; /* the rounds over the whole grid */
-  u32 ran = pos < head ? (head - pos + g - 1u) / g : 0u;
-  if (end > p.full && p.full + pos < end) ran += (end - p.full - pos + p.width - 1u) / p.width;
-  return ran;
-}
-/* A stage's timeline stamp (dev.h's dev_tl_stamp) with its count worked out only when the launch
- * keeps a timeline: off, the stamp stays a scalar load and a branch. */
-#define HO_TL_STAMP(timeline, slot, n, place)                                   \
-  do {                                                                         \
-    const u64 tl__ = (timeline);                                               \
-    const u32 n__ = (n);                                                       \
-    dev_tl_stamp(tl__, (slot), n__, tl__ ? ho_place_ran((place), n__) : 0u);   \
-  } while (0)
-
 #endif /* HM_HANDOFF_H */

@@ -9,15 +9,6 @@
 #include "routed.h"
 #include "seam.h"
 
-/* A value the compiler is to keep in a VGPR (a wave-uniform value it would otherwise hold in an
- * SGPR across a stage). */
-DEV_INLINE u32 ffn_in_vgpr(u32 v) {
-#if defined(DEV_GPU)
-  __asm__ volatile("" : "+v"(v));
-#endif
-  return v;
-}
-
 /* The step's context: the epoch (every CTA marks it), its tag 2e + 2, and the two all-reduces'
  * views, whose deadline counts from here. */
 DEV_INLINE void ffn_begin(struct ffn_ctx *c, DEV_ARGSPACE const struct ffn_args *a, __local struct ffn_lds *lds) {
@@ -44,7 +35,7 @@ DEV_INLINE void ffn_begin(struct ffn_ctx *c, DEV_ARGSPACE const struct ffn_args 
 DEV_INLINE void ffn_stages(struct ffn_ctx *c_, __local struct ffn_lds *lds, u32 push, u32 tl_slot) {
   struct ffn_ctx c = *c_;
   /* each stage's end stamped into the timeline slot after the one before (dev_timeline.h) */
-#define FFN_TL(n, place) HO_TL_STAMP(c.a->timeline, tl_slot++, (n), (place))
+#define FFN_TL(n, ran) dev_tl_stamp(c.a->timeline, tl_slot++, (n), (ran))
 #define FFN_TL_EVERY() dev_tl_stamp(c.a->timeline, tl_slot++, DEV_TL_EVERY, 1u)
   /* Stages in program order (placements: spec/mono.md §3.1; place: handoff.h's ho_place). Each stage
    * and each task starts with ffn_next_stage, which keeps the argument loads it makes inside it (see
@@ -55,13 +46,15 @@ DEV_INLINE void ffn_stages(struct ffn_ctx *c_, __local struct ffn_lds *lds, u32 
     ffn_next_stage(&c);                            \
     const u32 n_ = (count);                        \
     const struct ho_place p_ = (place);            \
+    u32 ran_ = dev_in_vgpr(0u);                    \
     HO_FOR_PLACED(task, n_, p_) {                  \
       struct ffn_ctx t_ = c;                       \
       ffn_next_stage(&t_);                         \
       call;                                        \
       c.ok = t_.ok;                                \
+      ran_ = dev_in_vgpr(ran_ + 1u);               \
     }                                              \
-    FFN_TL(n_, p_);                                \
+    FFN_TL(n_, ran_);                              \
   }
 #define FFN_STAGE(task, count, base, call) FFN_STAGE_PLACED(task, count, ho_plain(base), call)
 #define S_ (c.a->S)
@@ -72,7 +65,7 @@ DEV_INLINE void ffn_stages(struct ffn_ctx *c_, __local struct ffn_lds *lds, u32 
 #define UG0 (SHARED0 + ffn_shared_tasks(&c))
   /* the down stage's first CTA (routed.h's ffn_ug_place), computed where it is used and kept in a
    * VGPR: held in SGPRs through the stage before it, K2 spilled two on gfx950 */
-#define ffn_down_base(c_, lds_) ffn_in_vgpr(UG0 + ffn_down_first((c_), (lds_)))
+#define ffn_down_base(c_, lds_) dev_in_vgpr(UG0 + ffn_down_first((c_), (lds_)))
   /* the attention output's all-reduce and the FFN seam */
   if (push) {
     struct ffn_ctx t_ = c;

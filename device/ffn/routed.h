@@ -213,31 +213,33 @@ DEV_INLINE void ffn_ug_task(const struct ffn_ctx *c, __local struct ffn_lds *lds
 DEV_INLINE u32 ffn_down_tasks(const struct ffn_ctx *c) { return c->a->D / 16u; }
 
 /* Where the gate/up and the down tasks run. Round the grid (handoff.h's ho_plain from the CTA after
- * the shared expert's, the down stage from the CTA after the last unit), the X = down tasks % grid
- * CTAs that run one down task more (64 of 256 at V4.1-Flash's 320 tasks) run as many units as the
- * CTAs without: at eight rows and 384 experts, TP 4 on MI355X (792-828 units), 3 units and 2 down
- * tasks (962 KB) where the others stream 4 and 1 (891) or 3 and 1. Where a down task outweighs a
- * unit, giving those X CTAs one unit fewer evens the bytes out: every CTA takes q - 1 units round
- * the grid (q = units / grid), the rest go round the other grid - X only, and the down stage starts
- * at the first of the X. That is chosen when it lowers the busiest CTA's bytes (a unit: w13's 64
- * rows of D/2 bytes; a down task: 16 w2 rows of I/2 bytes a slot tile, and 16 sw2 rows of Sh), and
- * never with halves (there every half has its own CTA). The same on every CTA (the route table and
- * the grid are). *down_first: the down stage's first CTA from the placement's base. */
+ * the shared expert's half-tasks, the down stage from the CTA after the last unit), two sets of CTAs
+ * stream more than the rest: the X = down tasks % grid that run one down task more (64 of 256 at
+ * V4.1-Flash's 320 tasks), and the shared expert's CTAs, just before the units' first (a half-task
+ * streams as many bytes as a unit: 16 rows of gate and of up, D fp8 bytes each, against a unit's 64
+ * rows of D/2). At eight rows and 384 experts on MI355X, TP 4 (828 units), a CTA of the first set
+ * streams 3 units and 2 down tasks (962 KB) where most stream 4 and 1 (891).
+ *
+ * The lean placement: every CTA takes q - 1 units round the grid (q = units / grid), the rest go
+ * round the first W = grid - X - shared CTAs only (handoff.h's ho_place, width W), and the down
+ * stage starts at CTA W (from the units' first), so the X CTAs after the W run two down tasks and
+ * the shared ones one, each with q - 1 units. It is taken when a down task outweighs a unit (d > u:
+ * w2's 16 rows of I/2 bytes a slot tile and sw2's 16 of Sh, against w13's 64 rows of D/2) and the
+ * rest fits twice round the W (the W then run q + 1 units at most): then the busiest CTA streams
+ * less than round the grid, whose CTAs with two down tasks run q units or more (q u + (qd + 1) d
+ * beats both (q + 1) u + qd d and (q - 1) u + (qd + 1) d when d > u; qd = down tasks / grid).
+ * 962 -> 891 KB above (MI300X, six rows, 304 CTAs: 16 with two down tasks). Never with halves
+ * (there every half has its own CTA). The same on every CTA (the route table and the grid are).
+ * *down_first: the down stage's first CTA from the placement's base. */
 DEV_INLINE struct ho_place ffn_ug_place(const struct ffn_ctx *c, __local const struct ffn_lds *lds, u32 base,
                                         u32 *down_first) {
-  const u32 N = dev_ncta(), U = ffn_ug_tasks(c, lds), Dn = ffn_down_tasks(c), X = Dn % N, q = U / N, r = U % N,
-            qd = Dn / N;
+  const u32 N = dev_ncta(), U = ffn_ug_tasks(c, lds), X = ffn_down_tasks(c) % N, q = U / N, SH = ffn_shared_tasks(c);
   struct ho_place p = ho_plain(base);
   *down_first = U;
-  if (ffn_ug_split(c, lds) || X == 0u || q == 0u) return p;
+  if (ffn_ug_split(c, lds) || X == 0u || q == 0u || X + SH >= N) return p;
+  const u32 W = N - X - SH, rest = U - (q - 1u) * N;
   const u32 u = 32u * c->a->D, d = 8u * c->a->I * lds->rt.ntiles + 16u * c->a->Sh;
-  /* round the grid: the r CTAs from base run q + 1 units; the X after them, q (q + 1 past the grid's end) */
-  const u32 plain_one = (q + (r > 0u)) * u + qd * d, plain_two = (q + (r + X > N)) * u + (qd + 1u) * d;
-  /* the X CTAs with q - 1 units, the others q - 1 and the rest of the units shared among them */
-  const u32 W = N - X, rest = U - (q - 1u) * N;
-  const u32 lean_one = (q - 1u + (rest + W - 1u) / W) * u + qd * d, lean_two = (q - 1u) * u + (qd + 1u) * d;
-  const u32 plain = plain_one > plain_two ? plain_one : plain_two, lean = lean_one > lean_two ? lean_one : lean_two;
-  if (lean >= plain) return p;
+  if (d <= u || rest > 2u * W) return p;
   p.full = (q - 1u) * N, p.width = W;
   *down_first = W;
   return p;

@@ -30,12 +30,14 @@ DEV_KERNEL(k1, struct k1_args, 512) {
   {                                       \
     k1_next_stage(&c);                    \
     const u32 n_ = (count), b_ = (base);  \
+    u32 ran_ = dev_in_vgpr(0u);           \
     HO_FOR_TASKS(task, n_, b_) {          \
       struct k1_ctx t_ = c;               \
       k1_next_stage(&t_);                 \
       call;                               \
+      ran_ = dev_in_vgpr(ran_ + 1u);      \
     }                                     \
-    HO_TL_STAMP(c.a->timeline, ++tl_, n_, ho_plain(b_)); \
+    dev_tl_stamp(c.a->timeline, ++tl_, n_, ran_); \
   }
 #define S_ (c.a->seam.S)
 #define NS_ seam_slices(&c.a->seam)

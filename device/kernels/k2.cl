@@ -24,12 +24,14 @@ DEV_KERNEL(k2, struct k2_args, 512) {
   {                                       \
     ffn_next_stage(&c);                   \
     const u32 n_ = (count), b_ = (base);  \
+    u32 ran_ = dev_in_vgpr(0u);           \
     HO_FOR_TASKS(task, n_, b_) {          \
       struct ffn_ctx t_ = c;              \
       ffn_next_stage(&t_);                \
       call;                               \
+      ran_ = dev_in_vgpr(ran_ + 1u);      \
     }                                     \
-    HO_TL_STAMP(c.a->timeline, ++tl_, n_, ho_plain(b_)); \
+    dev_tl_stamp(c.a->timeline, ++tl_, n_, ran_); \
   }
 #define NSPLIT_ k2_split_units(&c)
 #define NCOMB_ k2_comb_units(&c)

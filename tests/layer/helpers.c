@@ -417,35 +417,40 @@ static void place_tasks(uint32_t grid, uint32_t base, uint32_t n, uint32_t full,
 bool tl_ffn_placement(const hm_layer_config *cfg, const hm_rank_dims *d, bool gfx942, uint32_t S, uint32_t tiles,
                       uint32_t grid, uint32_t *ug_ran, uint32_t *down_ran) {
   /* the stages before gate/up as device/ffn/launch.h places them: gate/up starts after the shared
-   * expert's half-tasks */
+   * expert's half-tasks (SH of them, 16 columns of a token tile each) */
   const uint32_t r0 = S > 8 ? S : 8, router = cfg->experts / 16 * 4 * ((S + 15) / 16);
-  const uint32_t base = r0 + router + r0 + d->shared_inter / 16 * ((S + 15) / 16);
+  const uint32_t SH = d->shared_inter / 16 * ((S + 15) / 16), base = r0 + router + r0 + SH;
   const uint32_t G = ffn_ug_groups_of(d->inter), units = tiles * G, split = 2 * units <= grid;
   const uint32_t U = split ? 2 * units : units, Dn = cfg->hidden / 16, X = Dn % grid;
-  /* bytes a CTA streams: a unit's w13 rows (64 of D/2 bytes), a down task's w2 (16 rows of I/2 a
-   * slot tile) and sw2 (16 rows of Sh) */
+  /* bytes a CTA streams: a unit's w13 rows (64 of D/2 bytes) or a shared half-task's (32 of D), a
+   * down task's w2 (16 rows of I/2 a slot tile) and sw2 (16 rows of Sh) */
   const uint64_t I = gfx942 ? d->inter : d->inter_pad; /* the launch's MID columns (gfx942: the real ones) */
   const uint64_t ub = 32ull * cfg->hidden, db = 8ull * I * tiles + 16ull * d->shared_inter;
   uint32_t *pu = calloc(grid, sizeof *pu), *pd = calloc(grid, sizeof *pd), *lu = calloc(grid, sizeof *lu),
-           *ld = calloc(grid, sizeof *ld);
-  ck_assert(pu && pd && lu && ld);
+           *ld = calloc(grid, sizeof *ld), *sh = calloc(grid, sizeof *sh);
+  ck_assert(pu && pd && lu && ld && sh);
+  place_tasks(grid, base - SH, SH, 0, grid, sh);
   place_tasks(grid, base, U, 0, grid, pu);
   place_tasks(grid, base + U, Dn, 0, grid, pd);
-  bool lean = false;
-  if (!split && X && U >= grid) {
-    const uint32_t full = (U / grid - 1) * grid;
-    place_tasks(grid, base, U, full, grid - X, lu);
-    place_tasks(grid, base + grid - X, Dn, 0, grid, ld);
+  /* lean: when a down task outweighs a unit and the units past q - 1 rounds fit twice round the CTAs
+   * that run neither a second down task nor a shared half-task */
+  const uint32_t q = U / grid, W = grid > X + SH ? grid - X - SH : 0;
+  const bool lean = !split && X && q && W && db > ub && U - (q - 1) * grid <= 2 * W;
+  if (lean) {
+    place_tasks(grid, base, U, (q - 1) * grid, W, lu);
+    place_tasks(grid, base + W, Dn, 0, grid, ld);
+    /* the claim that makes it worth taking: its busiest CTA streams less */
     uint64_t plain = 0, leaner = 0;
     for (uint32_t c = 0; c < grid; c++) {
-      const uint64_t p = pu[c] * ub + pd[c] * db, l = lu[c] * ub + ld[c] * db;
+      const uint64_t p = (pu[c] + sh[c]) * ub + pd[c] * db, l = (lu[c] + sh[c]) * ub + ld[c] * db;
       plain = p > plain ? p : plain, leaner = l > leaner ? l : leaner;
     }
-    lean = leaner < plain;
+    ck_assert_msg(leaner < plain, "the lean placement's busiest CTA streams %llu bytes, round the grid's %llu",
+                  (unsigned long long)leaner, (unsigned long long)plain);
   }
   memcpy(ug_ran, lean ? lu : pu, grid * sizeof *ug_ran);
   memcpy(down_ran, lean ? ld : pd, grid * sizeof *down_ran);
-  free(pu), free(pd), free(lu), free(ld);
+  free(pu), free(pd), free(lu), free(ld), free(sh);
   return lean;
 }
 

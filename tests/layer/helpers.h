@@ -136,10 +136,10 @@ uint32_t tl_slot_tiles(const uint8_t *scr, const struct hm_ffn_scratch_layout *L
                        uint32_t S);
 
 /* Where the FFN launch runs its gate/up and down tasks (device/ffn/routed.h ffn_ug_place), worked out
- * again by handing the tasks out one at a time: round the grid, or, where the CTAs with one down task
- * more would stream more than the busiest of the others, those with one unit fewer (the lean
- * placement) if that lowers the busiest CTA's bytes. Fills ug_ran[grid] and down_ran[grid] with each
- * CTA's tasks; returns whether the lean placement is the launch's. gfx942: the rank's MID columns are
+ * again by handing the tasks out one at a time: round the grid, or the lean placement (the CTAs
+ * with a second down task or a shared half-task run a unit fewer) when its rule holds, and then
+ * checked to lower the busiest CTA's bytes. Fills ug_ran[grid] and down_ran[grid] with each CTA's
+ * tasks; returns whether the lean placement is the launch's. gfx942: the rank's MID columns are
  * its real intermediate, not the padded one. */
 bool tl_ffn_placement(const hm_layer_config *cfg, const hm_rank_dims *d, bool gfx942, uint32_t S, uint32_t tiles,
                       uint32_t grid, uint32_t *ug_ran, uint32_t *down_ran);
