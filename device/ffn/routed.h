@@ -217,8 +217,9 @@ DEV_INLINE u32 ffn_down_tasks(const struct ffn_ctx *c) { return c->a->D / 16u; }
  * stream more than the rest: the X = down tasks % grid that run one down task more (64 of 256 at
  * V4.1-Flash's 320 tasks), and the shared expert's CTAs, just before the units' first (a half-task
  * streams as many bytes as a unit: 16 rows of gate and of up, D fp8 bytes each, against a unit's 64
- * rows of D/2). At eight rows and 384 experts on MI355X, TP 4 (828 units), a CTA of the first set
- * streams 3 units and 2 down tasks (962 KB) where most stream 4 and 1 (891).
+ * rows of D/2). At eight rows and 384 experts on MI355X, TP 4 (44 slot tiles, 792 units of 160 KiB,
+ * down tasks of 228 KiB), a CTA of the first set streams 3 units and 2 down tasks (936 KiB) where
+ * most stream 4 and 1 (868).
  *
  * The lean placement: every CTA takes q - 1 units round the grid (q = units / grid), the rest go
  * round the first W = grid - X - shared CTAs only (handoff.h's ho_place, width W), and the down
@@ -228,7 +229,8 @@ DEV_INLINE u32 ffn_down_tasks(const struct ffn_ctx *c) { return c->a->D / 16u; }
  * rest fits twice round the W (the W then run q + 1 units at most): then the busiest CTA streams
  * less than round the grid, whose CTAs with two down tasks run q units or more (q u + (qd + 1) d
  * beats both (q + 1) u + qd d and (q - 1) u + (qd + 1) d when d > u; qd = down tasks / grid).
- * 962 -> 891 KB above (MI300X, six rows, 304 CTAs: 16 with two down tasks). Never with halves
+ * 936 -> 868 KiB above (MI300X at six rows: a down task, 32 tiles of 576 real columns, is lighter
+ * than a unit, and the placement stays round the grid). Never with halves
  * (there every half has its own CTA). The same on every CTA (the route table and the grid are).
  * *down_first: the down stage's first CTA from the placement's base. */
 DEV_INLINE struct ho_place ffn_ug_place(const struct ffn_ctx *c, __local const struct ffn_lds *lds, u32 base,
