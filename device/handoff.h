@@ -131,12 +131,10 @@ struct ho_place {
   u32 base, full, width;
 };
 DEV_INLINE struct ho_place ho_plain(u32 base) { return (struct ho_place){base, 0u, dev_ncta()}; }
-/* This CTA's tasks end below n, or below full on a CTA past `width` (it runs no task of the rest). */
-DEV_INLINE u32 ho_place_end(struct ho_place p, u32 n) {
-  u32 pos = ho_first_task(p.base);
-  return pos < p.width ? n : (p.full < n ? p.full : n);
-}
+/* This CTA's tasks end below n, or below full on a CTA past `width` (it runs no task of the rest);
+ * pos: its first task, ho_first_task(p.base), made once (a wave operation on the software agent). */
+DEV_INLINE u32 ho_place_end(struct ho_place p, u32 n, u32 pos) { return pos < p.width ? n : (p.full < n ? p.full : n); }
 #define HO_FOR_PLACED(task, n, place)                                                              \
-  for (u32 task = ho_first_task((place).base), end_##task = ho_place_end((place), (n)); task < end_##task; \
+  for (u32 task = ho_first_task((place).base), end_##task = ho_place_end((place), (n), task); task < end_##task; \
        task += task < (place).full ? dev_ncta() : (place).width)
 #endif /* HM_HANDOFF_H */
