@@ -121,6 +121,8 @@ DEV_INLINE u32 ho_first_task(u32 base) {
   return dev_readfirstlane_u32((dev_cta() + g - base % g) % g);
 }
 #define HO_FOR_TASKS(task, n, base) for (u32 task = ho_first_task(base); task < (n); task += dev_ncta())
+/* The same tasks on the same CTAs, two at a time: task and task + grid (if below n) together. */
+#define HO_FOR_TASK_PAIRS(task, n, base) for (u32 task = ho_first_task(base); task < (n); task += 2u * dev_ncta())
 
 /* A placement that keeps some CTAs lighter: tasks 0 .. full - 1 go round the whole grid from CTA
  * `base` (full a multiple of the grid), the rest round its first `width` CTAs only (CTAs base ..

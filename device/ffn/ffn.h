@@ -98,12 +98,14 @@ struct ffn_lds_route { f32 logit[FFN_MAX_E][4]; f32 val[FFN_MAX_E]; f32 score[FF
 struct ffn_lds_gemv { gemv_red red[4]; };
 struct ffn_lds_ug { f32 ch[16][64][4]; };
 /* gfx942 keeps each pick's contribution as bf16(contrib x w), the value the combine adds (§2.6,
- * its 64 KB of LDS); gfx950 the f32 contribution. */
+ * its 64 KB of LDS); gfx950 the f32 contribution. Two tasks' worth: a CTA runs its down tasks in
+ * pairs (routed.h's ffn_down_task). */
 #if DEV_ARCH_GFX942
-struct ffn_lds_down { u16 contrib[FFN_MAX_PICKS][16]; f32 shared[FFN_MAX_ROWS][16]; gemv_red red; };
+typedef u16 ffn_contrib;
 #else
-struct ffn_lds_down { f32 contrib[FFN_MAX_PICKS][16]; f32 shared[FFN_MAX_ROWS][16]; gemv_red red; };
+typedef f32 ffn_contrib;
 #endif
+struct ffn_lds_down { ffn_contrib contrib[2][FFN_MAX_PICKS][16]; f32 shared[2][FFN_MAX_ROWS][16]; gemv_red red; };
 
 /* The broadcasts first: K2's LDS overlays the attention back's stages on everything after them
  * (device/attn/k2.h), so the epoch, the verdict and the deadline survive into the FFN stages. */

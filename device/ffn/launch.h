@@ -89,7 +89,20 @@ DEV_INLINE void ffn_stages(struct ffn_ctx *c_, __local struct ffn_lds *lds, u32 
    * of the CTAs the units' placement kept lighter: those past the grid's end (320 tasks of 16 rows on
    * 256 CTAs) land on the CTAs that ran the fewest pieces before (at one row, none), not on CTAs 0-63
    * whatever they ran */
-  FFN_STAGE(rt, ffn_down_tasks(&c), ffn_down_base(&c, lds), ffn_down_task(&t_, lds, rt))
+  {
+    /* two at a time (routed.h's ffn_down_task): a pair counts as its two tasks in the timeline */
+    ffn_next_stage(&c);
+    const u32 n_ = ffn_down_tasks(&c);
+    u32 ran_ = dev_in_vgpr(0u);
+    HO_FOR_TASK_PAIRS(rt, n_, ffn_down_base(&c, lds)) {
+      struct ffn_ctx t_ = c;
+      ffn_next_stage(&t_);
+      ffn_down_task(&t_, lds, rt);
+      c.ok = t_.ok;
+      ran_ = dev_in_vgpr(ran_ + (rt + dev_ncta() < n_ ? 2u : 1u));
+    }
+    FFN_TL(n_, ran_);
+  }
   /* the MoE output's all-reduce */
   FFN_STAGE(j, NS_, 0u, ffn_reduce(&t_, j))
 #undef FFN_STAGE

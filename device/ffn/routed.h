@@ -265,62 +265,211 @@ DEV_INLINE u32 ffn_sw2_steps(const gemv_mx8 *m) {
  * constant indices (a register array indexed by a variable would go to scratch). */
 #define FFN_DOWN_PRE 4u
 #define ffn_down_pre(arr, s) ((s) == 0u ? (arr)[0] : (s) == 1u ? (arr)[1] : (s) == 2u ? (arr)[2] : (arr)[3])
-
-/* Task rt: hidden rows 16rt..16rt+15. Routed: per slot tile (waves take tiles w, w + 8, ...) w2 x
- * MID over K = I, even steps on chain A, odd on B, contrib = A + B. Shared: sw2 x SMQ over K = Sh
- * in the §2.0 order, bf16. Combine per token: routed = bf16(routed + bf16(contrib_k * w_k)) in
- * pick order, partial = bf16(routed + shared); the partials are pushed to every rank. */
-DEV_INLINE void ffn_down_task(const struct ffn_ctx *c, __local struct ffn_lds *lds, u32 rt) {
-  __local struct ffn_lds_down *L = &lds->u.down;
-  __local const struct ffn_route *R = &lds->rt;
-  const u32 S = c->a->S, D = c->a->D, I = c->a->I, Sh = c->a->Sh, K = c->a->topk;
-  const u32 lane = dev_lane(), wave = dev_wave(), isteps = I / 128u;
-  const u32 real_blocks = (c->a->Ir + 31u) / 32u; /* MID blocks the gate/up stage writes */
-  /* the first FFN_DOWN_PRE K steps of the wave's first slot tile (V4.1-Flash: 4 of its 5 at TP 4, 4
-   * of 9 at TP 2) are in flight before the waits on MID and SMQ (the route table, in LDS since the
-   * route stage, names its expert): most of a task's routed weights stream while the gate/up units
-   * finish, not after them (spec/mono.md §3.1) */
+struct ffn_down_pre {
 #if DEV_ARCH_GFX942
-  u32x4 wq0[FFN_DOWN_PRE];
+  u32x4 wq[FFN_DOWN_PRE];
+#else
+  i32x8 a[FFN_DOWN_PRE];
+  u32 sa[FFN_DOWN_PRE];
+#endif
+};
+
+/* The first FFN_DOWN_PRE K steps of the wave's first slot tile (V4.1-Flash: 4 of its 5 at TP 4, 4 of 9
+ * at TP 2) for hidden rows 16rt.., in flight before the task's waits on MID and SMQ (the route table,
+ * in LDS since the route stage, names its expert): most of a task's routed weights stream while the
+ * gate/up units finish, not after them (spec/mono.md §3.1). */
+DEV_INLINE void ffn_down_prefetch(const struct ffn_ctx *c, __local const struct ffn_route *R, u32 rt,
+                                  struct ffn_down_pre *pre) {
+  const u32 D = c->a->D, I = c->a->I, lane = dev_lane(), wave = dev_wave();
 #pragma unroll
   for (u32 s = 0; s < FFN_DOWN_PRE; s++) {
-    wq0[s] = 0;
+#if DEV_ARCH_GFX942
+    pre->wq[s] = 0;
     if (wave < R->ntiles && 4u * s < I / 32u) {
       const u32 e = R->tile_expert[wave];
       dev_buf_t W = dev_buf((__global const void *)(c->a->w2 + (u64)e * D * (I / 2u)), D * (I / 2u));
-      wq0[s] = gemv942_ld_fp4(W, rt * 8u * I, I / 2u, s, lane);
+      pre->wq[s] = gemv942_ld_fp4(W, rt * 8u * I, I / 2u, s, lane);
     }
-  }
 #else
-  i32x8 a0[FFN_DOWN_PRE];
-  u32 sa0[FFN_DOWN_PRE];
-#pragma unroll
-  for (u32 s = 0; s < FFN_DOWN_PRE; s++) {
-    a0[s] = 0, sa0[s] = 0;
-    if (wave < R->ntiles && s < isteps) {
+    pre->a[s] = 0, pre->sa[s] = 0;
+    if (wave < R->ntiles && s < I / 128u) {
       const u32 e = R->tile_expert[wave];
       dev_buf_t W = dev_buf((__global const void *)(c->a->w2 + (u64)e * D * (I / 2u)), D * (I / 2u));
       __global const u8 *WS = (__global const u8 *)c->a->w2_s + (u64)e * D * c->a->w2_cols;
-      a0[s] = gemv_ld_fp4(W, rt * 8u * I, s, lane);
-      sa0[s] = ffn_shuffled_scale(WS, 16u * rt + lane % 16u, 4u * s + lane / 16u, c->a->w2_cols);
+      pre->a[s] = gemv_ld_fp4(W, rt * 8u * I, s, lane);
+      pre->sa[s] = ffn_shuffled_scale(WS, 16u * rt + lane % 16u, 4u * s + lane / 16u, c->a->w2_cols);
+    }
+#endif
+  }
+}
+
+/* The wave's steps of the shared down rows 16rt.. (K = Sh: its whole share when the wave's steps fit
+ * gemv_wtile, K <= 4096; a larger Sh streams them at the finish), kept across token tiles; the matrix
+ * made from arguments read here (ffn_next_stage), or LLVM keeps them through the task and spills
+ * SGPRs (32 on gfx942). */
+DEV_INLINE void ffn_down_shared_load(const struct ffn_ctx *c, u32 rt, gemv_wtile *sw) {
+  struct ffn_ctx cp = *c;
+  ffn_next_stage(&cp);
+  gemv_mx8 m = gemv_mx8_of((__global const u8 *)cp.a->sw2, (__global const u8 *)cp.a->sw2_s, cp.a->D, cp.a->Sh);
+  const u32 shs = ffn_sw2_steps(&m);
+  gemv_wtile_load(sw, &m, 16u * rt, 0u, shs <= 8u * GEMV_MAX_WSTEPS ? shs : 0u, dev_wave(), dev_lane());
+}
+
+/* Slot tile `tile` (one wave) of down task rt into con: w2 x MID over K = I, even steps on chain A,
+ * odd on B, contrib = A + B (gfx942: bf16(contrib x w)). pre: the wave's first tile, whose first
+ * FFN_DOWN_PRE steps are in *pre. */
+DEV_INLINE void ffn_down_tile(const struct ffn_ctx *c, __local const struct ffn_route *R, u32 rt, u32 tile,
+                              const struct ffn_down_pre *pre, u32 use_pre, __local ffn_contrib (*con)[16]) {
+  const u32 D = c->a->D, I = c->a->I, K = c->a->topk, lane = dev_lane(), isteps = I / 128u;
+  const u32 real_blocks = (c->a->Ir + 31u) / 32u; /* MID blocks the gate/up stage writes */
+  dev_buf_t MID = dev_buf(ffn_scr(c, c->a->L.mid), c->a->S * K * I);
+  __global const u32 *MIDS = ffn_words(c, c->a->L.mids);
+  const u32 e = R->tile_expert[tile], p0 = R->tile_first[tile], n = R->tile_n[tile];
+  dev_buf_t W = dev_buf((__global const void *)(c->a->w2 + (u64)e * D * (I / 2u)), D * (I / 2u));
+  __global const u8 *WS = (__global const u8 *)c->a->w2_s + (u64)e * D * c->a->w2_cols;
+  const u32 goff = rt * 8u * I, row = 16u * rt + lane % 16u, pos = p0 + lane % 16u;
+  f32x4 A = 0, B = 0;
+#if DEV_ARCH_GFX942
+  /* gfx942: w2 [D][Ir/2] in hm_fp4_942_offset order (I = Ir, a last step of two blocks when
+   * Ir % 128 is 64), codes row-major [D][Ir/32]; each block one unscaled MFMA against MID (stored
+   * even K first) added by fma with 2^(cw + 7 + cx - 254) to chain A (even steps) or B (odd) */
+  (void)goff, (void)row, (void)WS, (void)isteps, (void)real_blocks;
+  const u32 nblk = I / 32u, tok_ok = lane % 16u < n;
+  __global const u8 *WC = (__global const u8 *)c->a->w2_s + (u64)e * D * nblk;
+  for (u32 s = 0; 4u * s < nblk; s++) {
+    u32x4 wq = use_pre && s < FFN_DOWN_PRE ? ffn_down_pre(pre->wq, s) : gemv942_ld_fp4(W, rt * 8u * I, I / 2u, s, lane);
+    for (u32 b = 0; b < 4u && 4u * s + b < nblk; b++) {
+      u32 blk = 4u * s + b;
+      u64 xb = 0;
+      i32 cx = (i32)GEMV_UNIT_SCALE;
+      if (tok_ok) {
+        u32x2 v = dev_buf_ld_u32x2(MID, pos * I + 32u * blk + 8u * (lane / 16u), DEV_CP_DEV);
+        xb = v[0] | (u64)v[1] << 32;
+        cx = (i32)(dev_ld_u32(&MIDS[pos * (I / 32u) + blk], DEV_CP_DEV) & 0xffu);
+      }
+      f32x4 d = gemv942_block(gemv942_fp4_expand(wq[b]), xb);
+      f32x4 acc = s % 2u == 0 ? A : B;
+      for (u32 q = 0; q < 4u; q++) {
+        i32 cw = (i32)WC[(16u * rt + 4u * (lane / 16u) + q) * nblk + blk];
+        acc[q] = dev_fma(d[q], gemv_pow2(cw + 7 + cx - 254), acc[q]);
+      }
+      if (s % 2u == 0) A = acc;
+      else B = acc;
     }
   }
-#endif
-  /* and the wave's steps of the shared down rows (K = Sh: its whole share when the wave's steps fit
-   * gemv_wtile, K <= 4096; a larger Sh streams them after the waits), kept across token tiles; the
-   * matrix made from arguments read here (ffn_next_stage), or LLVM keeps them through the task and
-   * spills SGPRs (32 on gfx942) */
-  gemv_wtile sw;
-  {
-    struct ffn_ctx cp = *c;
-    ffn_next_stage(&cp);
-    gemv_mx8 m = gemv_mx8_of((__global const u8 *)cp.a->sw2, (__global const u8 *)cp.a->sw2_s, D, cp.a->Sh);
-    const u32 shs = ffn_sw2_steps(&m);
-    gemv_wtile_load(&sw, &m, 16u * rt, 0u, shs <= 8u * GEMV_MAX_WSTEPS ? shs : 0u, wave, lane);
+#else
+  for (u32 s = 0; s < isteps; s++) {
+    const u32 p = use_pre && s < FFN_DOWN_PRE;
+    i32x8 a = p ? ffn_down_pre(pre->a, s) : gemv_ld_fp4(W, goff, s, lane);
+    u32 sa = p ? ffn_down_pre(pre->sa, s) : ffn_shuffled_scale(WS, row, 4u * s + lane / 16u, c->a->w2_cols);
+    i32x8 b = 0;
+    u32 sb = GEMV_UNIT_SCALE;
+    if (lane % 16u < n) {
+      b = gemv_ld_fp8(MID, pos * I, I, s, lane, DEV_CP_DEV);
+      /* bytes of blocks in the padding are masked (never written: zero, but not relied on) */
+      u32 q = lane / 16u, blo = 4u * s + q / 2u, bhi = 4u * s + 2u + q / 2u;
+      if (blo >= real_blocks) b[0] = b[1] = b[2] = b[3] = 0;
+      if (bhi >= real_blocks) b[4] = b[5] = b[6] = b[7] = 0;
+      u32 blk = 4u * s + q;
+      if (blk < real_blocks) sb = dev_ld_u32(&MIDS[pos * (I / 32u) + blk], DEV_CP_DEV) & 0xffu;
+    }
+    if (s % 2u == 0) A = gemv_mfma_fp4(a, b, A, sa, sb);
+    else B = gemv_mfma_fp4(a, b, B, sa, sb);
   }
+#endif
+  u32 j = lane % 16u;
+#if DEV_ARCH_GFX942
+  /* bf16(contrib x w), the value the combine adds (§2.6): the pick's weight found by its position */
+  if (j < n) {
+    u32 t = R->pick_tok[p0 + j];
+    f32 w = 0.0f;
+    for (u32 k = 0; k < K; k++)
+      if (R->pos[t][k] == p0 + j) w = R->wts[t][k];
+    for (u32 q = 0; q < 4u; q++) con[p0 + j][4u * (lane / 16u) + q] = fmt_bf16_from_f32((A[q] + B[q]) * w);
+  }
+#else
+  if (j < n)
+    for (u32 q = 0; q < 4u; q++) con[p0 + j][4u * (lane / 16u) + q] = A[q] + B[q];
+#endif
+}
+
+/* Down task rt's shared rows into out (bf16, [token][row]): sw2 x SMQ over K = Sh in the §2.0 order,
+ * a token tile at a time. */
+DEV_INLINE void ffn_down_shared(const struct ffn_ctx *c, __local struct ffn_lds *lds, u32 rt, const gemv_wtile *sw,
+                                u32 use_sw, __local f32 (*out)[16]) {
+  __local struct ffn_lds_down *L = &lds->u.down;
+  const u32 S = c->a->S, lane = dev_lane(), wave = dev_wave();
+  /* the matrix made again here from arguments read again (ffn_next_stage): its descriptors held
+   * through the routed tiles spilled SGPRs */
+  struct ffn_ctx cs = *c;
+  ffn_next_stage(&cs);
+  gemv_mx8 m = gemv_mx8_of((__global const u8 *)cs.a->sw2, (__global const u8 *)cs.a->sw2_s, cs.a->D, cs.a->Sh);
+  gemv_act x = gemv_act_of_words(ffn_scr(c, c->a->L.smq), ffn_words(c, c->a->L.smc), S, cs.a->Sh);
+  for (u32 tt = 0; tt < ffn_ntiles(c); tt++) {
+    const u32 shs = ffn_sw2_steps(&m);
+    f32x4 acc = use_sw && shs <= 8u * GEMV_MAX_WSTEPS ? gemv_wtile_run(sw, &x, FFN_TILE * tt, 0u, shs, wave, lane)
+                                                      : gemv_mx8_wave(&m, &x, 16u * rt, FFN_TILE * tt, wave);
+    gemv_red_put(&L->red, wave, acc);
+    dev_barrier();
+    u32 lid = dev_lid();
+    if (lid < 256u) {
+      u32 r = lid / 16u, j = lid % 16u, t = FFN_TILE * tt + j;
+      if (t < S && j < FFN_TILE) out[t][r] = fmt_round_bf16(gemv_red_sum(&L->red, r, j));
+    }
+    dev_barrier();
+  }
+}
+
+/* The combine of tasks rt0 and (nk = 2) rt0 + grid, once contrib[k] and shared[k] hold task k's picks'
+ * contributions and shared rows: per token, routed = bf16(routed + bf16(contrib_k * w_k)) in pick
+ * order, partial = bf16(routed + shared); the partials pushed to every rank. One pass for both
+ * tasks, a work-item a (task, token, row pair): one view of the all-reduce (some 40 SGPRs) made once. */
+DEV_INLINE void ffn_down_combine(const struct ffn_ctx *c, __local struct ffn_lds *lds, u32 rt0, u32 nk) {
+  __local struct ffn_lds_down *L = &lds->u.down;
+  __local const struct ffn_route *R = &lds->rt;
+  const u32 S = c->a->S, D = c->a->D, K = c->a->topk;
+  struct ar_view moe;
+  ffn_view(c, &moe, FFN_SITE_MOE);
+  for (u32 i = dev_lid(); i < nk * S * 8u; i += FFN_CTA) {
+    const u32 k = i / (S * 8u), t = i % (S * 8u) / 8u, r = 2u * (i % 8u), rt = rt0 + k * dev_ncta();
+    u32 v = 0;
+    for (u32 h = 0; h < 2u; h++) {
+      f32 a = 0.0f;
+      for (u32 p = 0; p < K; p++)
+#if DEV_ARCH_GFX942
+        a = fmt_round_bf16(a + fmt_bf16_to_f32(L->contrib[k][R->pos[t][p]][r + h]));
+#else
+        a = fmt_round_bf16(a + fmt_round_bf16(L->contrib[k][R->pos[t][p]][r + h] * R->wts[t][p]));
+#endif
+      v |= (u32)fmt_bf16_from_f32(a + L->shared[k][t][r + h]) << (16u * h);
+    }
+    ar_push(&moe, t * (D / 2u) + 8u * rt + r / 2u, v);
+  }
+  dev_wait_stores();
+  dev_barrier();
+}
+
+/* Task rt: hidden rows 16rt..16rt+15, routed (ffn_down_tile over the slot tiles) and shared
+ * (ffn_down_shared), then their combine; and with it task rt + grid where there is one (the stage's
+ * loop, launch.h, steps a CTA's tasks two at a time). A pair streams each round of slot tiles for
+ * both tasks before the next round's wait. Run one after the other, a CTA's second task would wait
+ * for the step's last unit in the first's last round, then stream a whole task after the units end
+ * (at eight rows, TP 4: 228 KiB, ~11 µs at a CU's share, on the 64 of 256 CTAs that run two); paired,
+ * its rounds stream as their units finish, beside the first's. The second's shared rows go first,
+ * right after their wait (they wait on no unit); the first's from the registers loaded before it. */
+DEV_INLINE void ffn_down_task(const struct ffn_ctx *c, __local struct ffn_lds *lds, u32 rt) {
+  const u32 N = dev_ncta();
+  /* kept in VGPRs through the rounds (in SGPRs they spilled two) */
+  const u32 rt2 = dev_in_vgpr(rt + N), two = dev_in_vgpr(rt + N < ffn_down_tasks(c));
+  __local struct ffn_lds_down *L = &lds->u.down;
+  __local const struct ffn_route *R = &lds->rt;
+  const u32 wave = dev_wave();
+  struct ffn_down_pre pre;
+  ffn_down_prefetch(c, R, rt, &pre);
+  gemv_wtile sw;
+  ffn_down_shared_load(c, rt, &sw);
   ho_flags_wait(ffn_words(c, c->a->L.srdy), 1u, ffn_shared_groups(c), c->tag);
-  dev_buf_t MID = dev_buf(ffn_scr(c, c->a->L.mid), S * K * I);
-  __global const u32 *MIDS = ffn_words(c, c->a->L.mids);
+  if (dev_readfirstlane_u32(two)) ffn_down_shared(c, lds, rt2, &sw, 0u, L->shared[1]);
   /* A round of 8 slot tiles at a time, one a wave, each round waiting (the whole CTA) for its own
    * tiles' gate/up units only (units are tile-major: tile t's are t G .. t G + G - 1): a task
    * streams the w2 of tiles whose experts are done while later units still run, rather than
@@ -331,113 +480,12 @@ DEV_INLINE void ffn_down_task(const struct ffn_ctx *c, __local struct ffn_lds *l
     const u32 tile = t0 + wave, tn = ntiles - t0 < 8u ? ntiles - t0 : 8u;
     ho_flags_wait(ffn_words(c, c->a->L.ugf) + t0 * G, 1u, tn * G, c->tag);
     if (tile >= ntiles) continue;
-    const u32 e = R->tile_expert[tile], p0 = R->tile_first[tile], n = R->tile_n[tile];
-    dev_buf_t W = dev_buf((__global const void *)(c->a->w2 + (u64)e * D * (I / 2u)), D * (I / 2u));
-    __global const u8 *WS = (__global const u8 *)c->a->w2_s + (u64)e * D * c->a->w2_cols;
-    const u32 goff = rt * 8u * I, row = 16u * rt + lane % 16u, pos = p0 + lane % 16u;
-    f32x4 A = 0, B = 0;
-#if DEV_ARCH_GFX942
-    /* gfx942: w2 [D][Ir/2] in hm_fp4_942_offset order (I = Ir, a last step of two blocks when
-     * Ir % 128 is 64), codes row-major [D][Ir/32]; each block one unscaled MFMA against MID (stored
-     * even K first) added by fma with 2^(cw + 7 + cx - 254) to chain A (even steps) or B (odd) */
-    (void)goff, (void)row, (void)WS, (void)isteps, (void)real_blocks;
-    const u32 nblk = I / 32u, tok_ok = lane % 16u < n;
-    __global const u8 *WC = (__global const u8 *)c->a->w2_s + (u64)e * D * nblk;
-    for (u32 s = 0; 4u * s < nblk; s++) {
-      u32x4 wq = tile == wave && s < FFN_DOWN_PRE ? ffn_down_pre(wq0, s) : gemv942_ld_fp4(W, rt * 8u * I, I / 2u, s, lane);
-      for (u32 b = 0; b < 4u && 4u * s + b < nblk; b++) {
-        u32 blk = 4u * s + b;
-        u64 xb = 0;
-        i32 cx = (i32)GEMV_UNIT_SCALE;
-        if (tok_ok) {
-          u32x2 v = dev_buf_ld_u32x2(MID, pos * I + 32u * blk + 8u * (lane / 16u), DEV_CP_DEV);
-          xb = v[0] | (u64)v[1] << 32;
-          cx = (i32)(dev_ld_u32(&MIDS[pos * (I / 32u) + blk], DEV_CP_DEV) & 0xffu);
-        }
-        f32x4 d = gemv942_block(gemv942_fp4_expand(wq[b]), xb);
-        f32x4 acc = s % 2u == 0 ? A : B;
-        for (u32 q = 0; q < 4u; q++) {
-          i32 cw = (i32)WC[(16u * rt + 4u * (lane / 16u) + q) * nblk + blk];
-          acc[q] = dev_fma(d[q], gemv_pow2(cw + 7 + cx - 254), acc[q]);
-        }
-        if (s % 2u == 0) A = acc;
-        else B = acc;
-      }
-    }
-#else
-    for (u32 s = 0; s < isteps; s++) {
-      const u32 pre = tile == wave && s < FFN_DOWN_PRE;
-      i32x8 a = pre ? ffn_down_pre(a0, s) : gemv_ld_fp4(W, goff, s, lane);
-      u32 sa = pre ? ffn_down_pre(sa0, s) : ffn_shuffled_scale(WS, row, 4u * s + lane / 16u, c->a->w2_cols);
-      i32x8 b = 0;
-      u32 sb = GEMV_UNIT_SCALE;
-      if (lane % 16u < n) {
-        b = gemv_ld_fp8(MID, pos * I, I, s, lane, DEV_CP_DEV);
-        /* bytes of blocks in the padding are masked (never written: zero, but not relied on) */
-        u32 q = lane / 16u, blo = 4u * s + q / 2u, bhi = 4u * s + 2u + q / 2u;
-        if (blo >= real_blocks) b[0] = b[1] = b[2] = b[3] = 0;
-        if (bhi >= real_blocks) b[4] = b[5] = b[6] = b[7] = 0;
-        u32 blk = 4u * s + q;
-        if (blk < real_blocks) sb = dev_ld_u32(&MIDS[pos * (I / 32u) + blk], DEV_CP_DEV) & 0xffu;
-      }
-      if (s % 2u == 0) A = gemv_mfma_fp4(a, b, A, sa, sb);
-      else B = gemv_mfma_fp4(a, b, B, sa, sb);
-    }
-#endif
-    u32 j = lane % 16u;
-#if DEV_ARCH_GFX942
-    /* bf16(contrib x w), the value the combine adds (§2.6): the pick's weight found by its position */
-    if (j < n) {
-      u32 t = R->pick_tok[p0 + j];
-      f32 w = 0.0f;
-      for (u32 k = 0; k < K; k++)
-        if (R->pos[t][k] == p0 + j) w = R->wts[t][k];
-      for (u32 q = 0; q < 4u; q++) L->contrib[p0 + j][4u * (lane / 16u) + q] = fmt_bf16_from_f32((A[q] + B[q]) * w);
-    }
-#else
-    if (j < n)
-      for (u32 q = 0; q < 4u; q++) L->contrib[p0 + j][4u * (lane / 16u) + q] = A[q] + B[q];
-#endif
+    /* one copy of the tile's code for both tasks */
+#pragma unroll 1
+    for (u32 k = 0; k <= two; k++) ffn_down_tile(c, R, k ? rt2 : rt, tile, &pre, !k && tile == wave, L->contrib[k]);
   }
-  /* shared down, a token tile at a time */
-  /* the matrix made again here from arguments read again (ffn_next_stage): its descriptors held
-   * through the routed tiles spilled SGPRs */
-  struct ffn_ctx cs = *c;
-  ffn_next_stage(&cs);
-  gemv_mx8 m = gemv_mx8_of((__global const u8 *)cs.a->sw2, (__global const u8 *)cs.a->sw2_s, D, Sh);
-  gemv_act x = gemv_act_of_words(ffn_scr(c, c->a->L.smq), ffn_words(c, c->a->L.smc), S, Sh);
-  for (u32 tt = 0; tt < ffn_ntiles(c); tt++) {
-    const u32 shs = ffn_sw2_steps(&m);
-    f32x4 acc = shs <= 8u * GEMV_MAX_WSTEPS ? gemv_wtile_run(&sw, &x, FFN_TILE * tt, 0u, shs, wave, lane)
-                                            : gemv_mx8_wave(&m, &x, 16u * rt, FFN_TILE * tt, wave);
-    gemv_red_put(&L->red, wave, acc);
-    dev_barrier();
-    u32 lid = dev_lid();
-    if (lid < 256u) {
-      u32 r = lid / 16u, j = lid % 16u, t = FFN_TILE * tt + j;
-      if (t < S && j < FFN_TILE) L->shared[t][r] = fmt_round_bf16(gemv_red_sum(&L->red, r, j));
-    }
-    dev_barrier();
-  }
-  /* combine, a work-item a (token, row pair) */
-  struct ar_view moe;
-  ffn_view(c, &moe, FFN_SITE_MOE);
-  for (u32 i = dev_lid(); i < S * 8u; i += FFN_CTA) {
-    u32 t = i / 8u, r = 2u * (i % 8u), v = 0;
-    for (u32 h = 0; h < 2u; h++) {
-      f32 a = 0.0f;
-      for (u32 k = 0; k < K; k++)
-#if DEV_ARCH_GFX942
-        a = fmt_round_bf16(a + fmt_bf16_to_f32(L->contrib[R->pos[t][k]][r + h]));
-#else
-        a = fmt_round_bf16(a + fmt_round_bf16(L->contrib[R->pos[t][k]][r + h] * R->wts[t][k]));
-#endif
-      v |= (u32)fmt_bf16_from_f32(a + L->shared[t][r + h]) << (16u * h);
-    }
-    ar_push(&moe, t * (D / 2u) + 8u * rt + r / 2u, v);
-  }
-  dev_wait_stores();
-  dev_barrier();
+  ffn_down_shared(c, lds, rt, &sw, 1u, L->shared[0]);
+  ffn_down_combine(c, lds, rt, 1u + two);
 }
 
 /* ---------------------------------------------------------------- reduce */

@@ -10,6 +10,7 @@
 #include "formats.h"
 #include "helpers.h"
 #include "hm_ffn_group.h"
+#include "hm_trace.h"
 #include "kernels/ffn_args.h"
 
 /* ---------------------------------------------------------------- a case: weights, inputs, reference */
@@ -240,6 +241,73 @@ START_TEST(lean_placement_tp2) {
   /* the 16-row steps: seed 2702's 50 tiles are lean; 2700's 43 (172 units, 111 past the first round,
    * more than twice W = 50) stay round the grid, checked as that */
   ck_assert_uint_eq(leans, 1);
+}
+END_TEST
+
+/* A CTA's two down tasks run as a pair (device/ffn/routed.h ffn_down_task): each round of slot tiles
+ * streams for both before the next round's wait, so the second task's weights no longer all load
+ * after the first's last wait. The software agent's trace shows where in a stage its weights load
+ * (hm_trace_stage.weight_level_bytes: by the waits passed before them). Tiny layer, TP 2, 61 CTAs: 64
+ * down tasks, so three CTAs run two; two rows, 11 or 12 slot tiles, so two rounds, whose units (4 a
+ * tile, one a CTA) run on different CTAs: the second round's wait is a new one. Paired, a CTA's loads
+ * after its last wait are the second round of both tasks (4 of 12 tiles each); one task after the
+ * other, they are the first's second round and the whole second task, more than half the stage's. */
+START_TEST(down_pairs_tp2) {
+  hm_layer_config cfg = tl_config("tiny", 3, 0, 0);
+  const uint32_t tp = 2, S = 2, down_slot = 10; /* ffn.cl's stamps: gate/up 9, down 10 */
+  hm_ffn_config fc = small_grid;
+  fc.ctas = 61, fc.timeline = true;
+  const char *cus = getenv("HSAMONO_SIM_CUS");
+  char cus_was[16];
+  snprintf(cus_was, sizeof cus_was, "%s", cus ? cus : "");
+  setenv("HSAMONO_SIM_CUS", "64", 1);
+  hm_runtime *rt = tl_open_sim();
+  hm_layer_weights w[2];
+  tl_build_group(&cfg, tp, 2800, HM_WPART_FFN, w);
+  hm_ffn_group *g;
+  ck_assert_msg(hm_ffn_group_create(rt, w, tp, &fc, &g) == HM_OK, "%s", hm_errmsg());
+  ffn_case c;
+  case_make(&c, w, tp, S, 2800);
+  hm_ffn_inputs in = case_inputs(&c);
+  outs o;
+  outs_alloc(&o, tp, S, cfg.hidden);
+  hm_trace t;
+  ck_assert_int_eq(hm_runtime_trace_begin(rt), HM_OK);
+  ck_assert_msg(hm_ffn_group_step(g, &in, 1, o.o, NULL) == HM_OK, "%s", hm_errmsg());
+  ck_assert_msg(hm_runtime_trace_end(rt, &t) == HM_OK, "%s", hm_errmsg());
+  expect_moe_close(&c, o.o[0].x);
+  hm_ffn *f = hm_ffn_group_rank(g, 0);
+  struct hm_ffn_scratch_layout L;
+  const uint8_t *dev = hm_ffn_scratch(f, S, &L);
+  uint8_t *scr = tl_fetch(rt, hm_agent_get(rt, 0), dev, L.bytes);
+  const uint32_t tiles = tl_slot_tiles(scr, &L, &cfg, S);
+  free(scr);
+  ck_assert_msg(tiles > 8 && tiles <= 12, "%u slot tiles: the case wants two rounds of one unit a CTA", tiles);
+  hm_timeline tl;
+  ck_assert_msg(hm_ffn_timeline(f, &tl) == HM_OK, "%s", hm_errmsg());
+  uint32_t pairs = 0, seen = 0;
+  for (uint32_t i = 0; i < t.nstages; i++) {
+    const hm_trace_stage *st = &t.stages[i];
+    if (st->agent != 0 || st->slot != down_slot) continue;
+    seen++;
+    uint32_t top = HM_TRACE_LEVELS - 1;
+    while (top && !st->weight_level_bytes[top]) top--;
+    const uint32_t ran = hm_timeline_tasks(&tl, st->cta, down_slot);
+    pairs += ran == 2;
+    ck_assert_msg(2 * st->weight_level_bytes[top] <= st->weight_bytes,
+                  "CTA %u (%u down tasks): %llu of its %llu weight bytes load after its last wait (level %u)", st->cta,
+                  ran, (unsigned long long)st->weight_level_bytes[top], (unsigned long long)st->weight_bytes, top);
+  }
+  ck_assert_uint_eq(seen, fc.ctas);
+  ck_assert_uint_eq(pairs, 3);
+  hm_trace_free(&t);
+  outs_free(&o, tp);
+  case_free(&c);
+  hm_ffn_group_destroy(g);
+  tl_free_group(w, tp);
+  hm_runtime_close(rt);
+  if (cus_was[0]) setenv("HSAMONO_SIM_CUS", cus_was, 1);
+  else unsetenv("HSAMONO_SIM_CUS");
 }
 END_TEST
 
@@ -661,7 +729,8 @@ Suite *hm_test_suite(void) {
       {"create_refusals", create_refusals},
       {"create_refusals_tp2", create_refusals_tp2}, {"tiny_tp2_rows", tiny_tp2_rows},
       {"tiny_tp4_rows", tiny_tp4_rows},       {"ug_halves_tp4", ug_halves_tp4},
-      {"lean_placement_tp2", lean_placement_tp2},       {"tiny_draft_tp2", tiny_draft_tp2},
+      {"lean_placement_tp2", lean_placement_tp2},       {"down_pairs_tp2", down_pairs_tp2},
+      {"tiny_draft_tp2", tiny_draft_tp2},
       {"replays_bit_identical", replays_bit_identical}, {"lagging_rank_steps", lagging_rank_steps},
       {"full_dims_tp4", full_dims_tp4},
       {"full_dims_tp2", full_dims_tp2},
