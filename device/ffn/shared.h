@@ -108,10 +108,15 @@ DEV_INLINE void ffn_shared_run(const ffn_shared_step *w, const gemv_act *x, u32 
 #endif
 }
 
+/* K steps a wave loads before its wait on the activations: all five of V4.1-Flash's (D 5120: 40
+ * steps, 5 a wave), so a half-task streams its 160 KiB while the norm runs, not after it (at six rows
+ * on MI300X the half-task was on the path: 12.4 µs from the norm's flag). 18 VGPRs a step. */
+#define FFN_SHARED_PRE 5u
+
 /* One task: half h of group cg (columns 32cg + 16h .. +15) of a token tile (FFN_TILE tokens from t0).
  * Gate rows 32cg + 16h.. and up rows Sh + 32cg + 16h.. of sgu (2 row tiles); wave w takes the K steps
- * w, w + 8, ... (§2.0 order; gfx942: each step's blocks by fma, device/gemv.h), its first step's
- * weights loaded before the wait on the activations; the waves are added 0..7, g and u rounded to
+ * w, w + 8, ... (§2.0 order; gfx942: each step's blocks by fma, device/gemv.h), its first
+ * FFN_SHARED_PRE steps' weights loaded before the wait on the activations; the waves are added 0..7, g and u rounded to
  * bf16, the clamped SiLU. The even half puts its 16 activations a token in tagged pairs (SHV); the odd
  * half, its own stream done, takes them (waiting for each pair's tag), and quantises the group:
  * rule-V codes over the 32 columns and their bytes, then the group's SRDY flag. The numbers are the
@@ -124,15 +129,24 @@ DEV_INLINE void ffn_shared_task(const struct ffn_ctx *c, __local struct ffn_lds 
   gemv_mx8 m = gemv_mx8_of((__global const u8 *)c->a->sgu, (__global const u8 *)c->a->sgu_s, 2u * Sh, D);
   gemv_act x = gemv_act_of(ffn_scr(c, c->a->L.x8), ffn_scr(c, c->a->L.x8s), S, D);
   const u32 row0[2] = {32u * cg + 16u * h, Sh + 32u * cg + 16u * h};
-  ffn_shared_step w0;
-  if (wave < steps) ffn_shared_ld(&w0, &m, row0, wave, lane);
+  ffn_shared_step w0[FFN_SHARED_PRE];
+#pragma unroll
+  for (u32 k = 0; k < FFN_SHARED_PRE; k++)
+    if (wave + 8u * k < steps) ffn_shared_ld(&w0[k], &m, row0, wave + 8u * k, lane);
   u32 nt = S - t0 < FFN_TILE ? S - t0 : FFN_TILE;
   ho_flags_wait(ffn_words(c, c->a->L.xrdy) + t0, 1u, nt, c->tag);
   f32x4 acc[2] = {0, 0};
-  if (wave < steps) ffn_shared_run(&w0, &x, t0, wave, lane, acc);
-  for (u32 st = wave + 8u; st < steps; st += 8u) {
+#pragma unroll
+  for (u32 k = 0; k < FFN_SHARED_PRE; k++)
+    if (wave + 8u * k < steps) ffn_shared_run(&w0[k], &x, t0, wave + 8u * k, lane, acc);
+  /* the rest (D > 5120), the matrix made again from arguments read again (ffn_next_stage): held
+   * through the wait, gfx942 spilled an SGPR */
+  struct ffn_ctx cr = *c;
+  ffn_next_stage(&cr);
+  gemv_mx8 mr = gemv_mx8_of((__global const u8 *)cr.a->sgu, (__global const u8 *)cr.a->sgu_s, 2u * Sh, D);
+  for (u32 st = wave + 8u * FFN_SHARED_PRE; st < steps; st += 8u) {
     ffn_shared_step w;
-    ffn_shared_ld(&w, &m, row0, st, lane);
+    ffn_shared_ld(&w, &mr, row0, st, lane);
     ffn_shared_run(&w, &x, t0, st, lane, acc);
   }
 #pragma unroll
