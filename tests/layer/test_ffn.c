@@ -219,6 +219,18 @@ START_TEST(ug_halves_tp4) {
 }
 END_TEST
 
+/* The software agent's CU count for the runtimes opened until sim_cus_restore (a grid wider than the
+ * suite's 8 CUs): the variable's value before, in was. */
+static void sim_cus_set(const char *cus, char was[16]) {
+  const char *v = getenv("HSAMONO_SIM_CUS");
+  snprintf(was, 16, "%s", v ? v : "");
+  setenv("HSAMONO_SIM_CUS", cus, 1);
+}
+static void sim_cus_restore(const char was[16]) {
+  if (was[0]) setenv("HSAMONO_SIM_CUS", was, 1);
+  else unsetenv("HSAMONO_SIM_CUS");
+}
+
 /* The lean placement of the gate/up units (device/ffn/routed.h ffn_ug_place): tiny at TP 2 on 61
  * CTAs has 64 down tasks, so 3 CTAs run one more, and 8 shared half-tasks; 16 rows touching 50 slot
  * tiles make 200 units (3 rounds and some), and a down task (50 tiles of 16 w2 rows of 64 bytes, 53
@@ -230,14 +242,11 @@ START_TEST(lean_placement_tp2) {
   const uint32_t rows[] = {16, 1, 16};
   hm_ffn_config fc = small_grid;
   fc.ctas = 61, fc.timeline = true;
-  const char *cus = getenv("HSAMONO_SIM_CUS");
   char cus_was[16];
-  snprintf(cus_was, sizeof cus_was, "%s", cus ? cus : "");
-  setenv("HSAMONO_SIM_CUS", "64", 1);
+  sim_cus_set("64", cus_was);
   uint32_t leans;
   run_and_check_on(&c, 2, rows, 3, 2700, &fc, &leans);
-  if (cus_was[0]) setenv("HSAMONO_SIM_CUS", cus_was, 1);
-  else unsetenv("HSAMONO_SIM_CUS");
+  sim_cus_restore(cus_was);
   /* the 16-row steps: seed 2702's 50 tiles are lean; 2700's 43 (172 units, 111 past the first round,
    * more than twice W = 50) stay round the grid, checked as that */
   ck_assert_uint_eq(leans, 1);
@@ -257,10 +266,8 @@ START_TEST(down_pairs_tp2) {
   const uint32_t tp = 2, S = 2, down_slot = 10; /* ffn.cl's stamps: gate/up 9, down 10 */
   hm_ffn_config fc = small_grid;
   fc.ctas = 61, fc.timeline = true;
-  const char *cus = getenv("HSAMONO_SIM_CUS");
   char cus_was[16];
-  snprintf(cus_was, sizeof cus_was, "%s", cus ? cus : "");
-  setenv("HSAMONO_SIM_CUS", "64", 1);
+  sim_cus_set("64", cus_was);
   hm_runtime *rt = tl_open_sim();
   hm_layer_weights w[2];
   tl_build_group(&cfg, tp, 2800, HM_WPART_FFN, w);
@@ -306,8 +313,7 @@ START_TEST(down_pairs_tp2) {
   hm_ffn_group_destroy(g);
   tl_free_group(w, tp);
   hm_runtime_close(rt);
-  if (cus_was[0]) setenv("HSAMONO_SIM_CUS", cus_was, 1);
-  else unsetenv("HSAMONO_SIM_CUS");
+  sim_cus_restore(cus_was);
 }
 END_TEST
 
