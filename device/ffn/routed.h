@@ -102,7 +102,7 @@ DEV_INLINE u32 ffn_ug_tasks(const struct ffn_ctx *c, __local const struct ffn_ld
 }
 
 /* One task: a unit (intermediate columns i0..i0+31 of the tile's picks (<= 16) of one expert), or
- * half h of one (columns i0 + 16h .. i0 + 16h + 15: task = 2 unit + h). The unit's w13 rows are 4
+ * half h of one (columns i0 + 16h .. i0 + 16h + 15: task = h units + unit). The unit's w13 rows are 4
  * row tiles (GUGU: 16 gate rows, 16 up rows, twice; gfx942: rows 2i gate, 2i + 1 up), half h's
  * columns in row tiles 2h and 2h + 1; each row tile's K steps go to 4 / ug chains (ffn_ug_slice), in
  * ascending order in each: a (row tile, chain) item a wave (and a second: a whole unit at ug 1 has
@@ -111,13 +111,16 @@ DEV_INLINE u32 ffn_ug_tasks(const struct ffn_ctx *c, __local const struct ffn_ld
  * tagged pairs (UGV, waiting for each pair's tag), finishes the unit: rule A over the 32 columns ->
  * MID rows (pick positions) and codes, then the unit's flag. The numbers are the whole unit's either
  * way: each column's sums are its own, whichever task makes them, and the amax is a max (the shared
- * expert's tasks split the same way, device/ffn/shared.h). Half 0 is the even task, so a CTA never
- * waits on a task it runs later (a stage's tasks run in ascending order on every CTA). */
+ * expert's tasks split the same way, device/ffn/shared.h). Every half 0 comes before every half 1:
+ * a CTA never waits on a task it runs later (a stage's tasks run in ascending order on every CTA),
+ * and the down stage, placed from the CTA after the last half, puts its extra tasks (the pairs, past
+ * the grid's end) on the CTAs past the halves, then on half 0's, not on a half 1's, which finish last
+ * (a pair there streamed both tasks after the step's last unit: at one row, TP 4, the path). */
 DEV_INLINE void ffn_ug_task(const struct ffn_ctx *c, __local struct ffn_lds *lds, u32 task) {
   __local struct ffn_lds_ug *L = &lds->u.ug;
   __local const struct ffn_route *R = &lds->rt;
   const u32 S = c->a->S, D = c->a->D, I = c->a->I, ug = c->a->ug_groups, steps = D / 128u, G = ffn_ngroups(c);
-  const u32 split = ffn_ug_split(c, lds), unit = split ? task / 2u : task, h = split ? task % 2u : 0u;
+  const u32 split = ffn_ug_split(c, lds), U = ffn_ug_units(c, lds), unit = split ? task % U : task, h = split ? task / U : 0u;
   const u32 tile = unit / G, i0 = 32u * (unit % G), nr = split ? 2u : 4u;
   const u32 e = R->tile_expert[tile], p0 = R->tile_first[tile], n = R->tile_n[tile];
   const u32 nsl = ug == 1u ? 4u : 2u, lane = dev_lane(), wave = dev_wave();

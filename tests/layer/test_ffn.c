@@ -253,28 +253,24 @@ START_TEST(lean_placement_tp2) {
 }
 END_TEST
 
-/* A CTA's two down tasks run as a pair (device/ffn/routed.h ffn_down_task): each round of slot tiles
- * streams for both before the next round's wait, so the second task's weights no longer all load
- * after the first's last wait. The software agent's trace shows where in a stage its weights load
- * (hm_trace_stage.weight_level_bytes: by the waits passed before them). Tiny layer, TP 2, 61 CTAs: 64
- * down tasks, so three CTAs run two; two rows, 11 or 12 slot tiles, so two rounds, whose units (4 a
- * tile, one a CTA) run on different CTAs: the second round's wait is a new one. Paired, a CTA's loads
- * after its last wait are the second round of both tasks (4 of 12 tiles each); one task after the
- * other, they are the first's second round and the whole second task, more than half the stage's. */
-START_TEST(down_pairs_tp2) {
+/* One traced step of the tiny layer (layer 3, TP 2) on `ctas` CTAs with the timeline on, checked against
+ * the reference: its trace (hm_trace_free), rank 0's down tasks a CTA (down[cta], from the timeline)
+ * and the step's slot tiles. */
+enum { TRACED_TP = 2, TRACED_UG_SLOT = 9, TRACED_DOWN_SLOT = 10 }; /* ffn.cl's stamps */
+static hm_trace traced_step(uint32_t S, uint64_t seed, uint32_t ctas, uint32_t *down, uint32_t *tiles) {
   hm_layer_config cfg = tl_config("tiny", 3, 0, 0);
-  const uint32_t tp = 2, S = 2, down_slot = 10; /* ffn.cl's stamps: gate/up 9, down 10 */
+  const uint32_t tp = TRACED_TP;
   hm_ffn_config fc = small_grid;
-  fc.ctas = 61, fc.timeline = true;
+  fc.ctas = ctas, fc.timeline = true;
   char cus_was[16];
   sim_cus_set("64", cus_was);
   hm_runtime *rt = tl_open_sim();
-  hm_layer_weights w[2];
-  tl_build_group(&cfg, tp, 2800, HM_WPART_FFN, w);
+  hm_layer_weights w[TRACED_TP];
+  tl_build_group(&cfg, tp, seed, HM_WPART_FFN, w);
   hm_ffn_group *g;
   ck_assert_msg(hm_ffn_group_create(rt, w, tp, &fc, &g) == HM_OK, "%s", hm_errmsg());
   ffn_case c;
-  case_make(&c, w, tp, S, 2800);
+  case_make(&c, w, tp, S, seed);
   hm_ffn_inputs in = case_inputs(&c);
   outs o;
   outs_alloc(&o, tp, S, cfg.hidden);
@@ -287,33 +283,79 @@ START_TEST(down_pairs_tp2) {
   struct hm_ffn_scratch_layout L;
   const uint8_t *dev = hm_ffn_scratch(f, S, &L);
   uint8_t *scr = tl_fetch(rt, hm_agent_get(rt, 0), dev, L.bytes);
-  const uint32_t tiles = tl_slot_tiles(scr, &L, &cfg, S);
+  *tiles = tl_slot_tiles(scr, &L, &cfg, S);
   free(scr);
-  ck_assert_msg(tiles > 8 && tiles <= 12, "%u slot tiles: the case wants two rounds of one unit a CTA", tiles);
   hm_timeline tl;
   ck_assert_msg(hm_ffn_timeline(f, &tl) == HM_OK, "%s", hm_errmsg());
-  uint32_t pairs = 0, seen = 0;
-  for (uint32_t i = 0; i < t.nstages; i++) {
-    const hm_trace_stage *st = &t.stages[i];
-    if (st->agent != 0 || st->slot != down_slot) continue;
-    seen++;
-    uint32_t top = HM_TRACE_LEVELS - 1;
-    while (top && !st->weight_level_bytes[top]) top--;
-    const uint32_t ran = hm_timeline_tasks(&tl, st->cta, down_slot);
-    pairs += ran == 2;
-    ck_assert_msg(2 * st->weight_level_bytes[top] <= st->weight_bytes,
-                  "CTA %u (%u down tasks): %llu of its %llu weight bytes load after its last wait (level %u)", st->cta,
-                  ran, (unsigned long long)st->weight_level_bytes[top], (unsigned long long)st->weight_bytes, top);
-  }
-  ck_assert_uint_eq(seen, fc.ctas);
-  ck_assert_uint_eq(pairs, 3);
-  hm_trace_free(&t);
+  ck_assert_msg(hm_timeline_check(&tl) == HM_OK, "%s", hm_errmsg());
+  for (uint32_t k = 0; k < ctas; k++) down[k] = hm_timeline_tasks(&tl, k, TRACED_DOWN_SLOT);
   outs_free(&o, tp);
   case_free(&c);
   hm_ffn_group_destroy(g);
   tl_free_group(w, tp);
   hm_runtime_close(rt);
   sim_cus_restore(cus_was);
+  return t;
+}
+
+/* A CTA's two down tasks run as a pair (device/ffn/routed.h ffn_down_task): each round of slot tiles
+ * streams for both before the next round's wait, so the second task's weights no longer all load
+ * after the first's last wait. The software agent's trace shows where in a stage its weights load
+ * (hm_trace_stage.weight_level_bytes: by the waits passed before them). Tiny layer, TP 2, 61 CTAs: 64
+ * down tasks, so three CTAs run two; two rows, 11 or 12 slot tiles, so two rounds, whose units (4 a
+ * tile, one a CTA) run on different CTAs: the second round's wait is a new one. Paired, a CTA's loads
+ * after its last wait are the second round of both tasks (4 of 12 tiles each); one task after the
+ * other, they are the first's second round and the whole second task, more than half the stage's. */
+START_TEST(down_pairs_tp2) {
+  enum { CTAS = 61 };
+  uint32_t down[CTAS], tiles;
+  hm_trace t = traced_step(2, 2800, CTAS, down, &tiles);
+  ck_assert_msg(tiles > 8 && tiles <= 12, "%u slot tiles: the case wants two rounds of one unit a CTA", tiles);
+  uint32_t pairs = 0, seen = 0;
+  for (uint32_t i = 0; i < t.nstages; i++) {
+    const hm_trace_stage *st = &t.stages[i];
+    if (st->agent != 0 || st->slot != TRACED_DOWN_SLOT) continue;
+    seen++;
+    uint32_t top = HM_TRACE_LEVELS - 1;
+    while (top && !st->weight_level_bytes[top]) top--;
+    pairs += down[st->cta] == 2;
+    ck_assert_msg(2 * st->weight_level_bytes[top] <= st->weight_bytes,
+                  "CTA %u (%u down tasks): %llu of its %llu weight bytes load after its last wait (level %u)", st->cta,
+                  down[st->cta], (unsigned long long)st->weight_level_bytes[top],
+                  (unsigned long long)st->weight_bytes, top);
+  }
+  ck_assert_uint_eq(seen, CTAS);
+  ck_assert_uint_eq(pairs, 3);
+  hm_trace_free(&t);
+}
+END_TEST
+
+/* The down stage's pairs land past the gate/up halves, then on half 0's CTAs, never on a half 1's
+ * (device/ffn/routed.h ffn_ug_task: half h of unit u is task h x units + u). A half 1 finishes last
+ * (it waits for its half 0's activations), and a pair after it streams both tasks after the step's
+ * last unit. Tiny layer, TP 2, one row: 24 units, 48 halves on 50 CTAs, 64 down tasks from the CTA
+ * after the last half, so 14 pairs: 2 past the halves, 12 on halves. The half 1 CTAs are those whose
+ * gate/up stage waited on another's (the trace's waits); none may run two down tasks. With the
+ * halves interleaved (task 2u + h), 6 of the 12 would. */
+START_TEST(down_pairs_after_halves_tp2) {
+  enum { CTAS = 50 };
+  uint32_t down[CTAS], tiles;
+  hm_trace t = traced_step(1, 2900, CTAS, down, &tiles);
+  ck_assert_uint_eq(tiles, 6);
+  bool odd[CTAS] = {false};
+  uint32_t nodd = 0, pairs = 0;
+  for (uint32_t i = 0; i < t.nwaits; i++) {
+    const hm_trace_wait *w = &t.waits[i];
+    if (w->agent == 0 && w->w_agent == 0 && w->slot == TRACED_UG_SLOT && w->w_slot == TRACED_UG_SLOT && !odd[w->cta])
+      odd[w->cta] = true, nodd++;
+  }
+  ck_assert_uint_eq(nodd, 24);
+  for (uint32_t k = 0; k < CTAS; k++) {
+    pairs += down[k] == 2;
+    ck_assert_msg(!(odd[k] && down[k] == 2), "CTA %u ran a half 1 and then two down tasks", k);
+  }
+  ck_assert_uint_eq(pairs, 14);
+  hm_trace_free(&t);
 }
 END_TEST
 
@@ -736,6 +778,7 @@ Suite *hm_test_suite(void) {
       {"create_refusals_tp2", create_refusals_tp2}, {"tiny_tp2_rows", tiny_tp2_rows},
       {"tiny_tp4_rows", tiny_tp4_rows},       {"ug_halves_tp4", ug_halves_tp4},
       {"lean_placement_tp2", lean_placement_tp2},       {"down_pairs_tp2", down_pairs_tp2},
+      {"down_pairs_after_halves_tp2", down_pairs_after_halves_tp2},
       {"tiny_draft_tp2", tiny_draft_tp2},
       {"replays_bit_identical", replays_bit_identical}, {"lagging_rank_steps", lagging_rank_steps},
       {"full_dims_tp4", full_dims_tp4},
