@@ -277,25 +277,40 @@ struct ffn_down_pre {
 #endif
 };
 
+/* *a if k is 0, else *b: register by register, so both stay in registers */
+DEV_INLINE struct ffn_down_pre ffn_down_pre_of(const struct ffn_down_pre *a, const struct ffn_down_pre *b, u32 k) {
+  struct ffn_down_pre r;
+#pragma unroll
+  for (u32 s = 0; s < FFN_DOWN_PRE; s++) {
+#if DEV_ARCH_GFX942
+    r.wq[s] = k ? b->wq[s] : a->wq[s];
+#else
+    r.a[s] = k ? b->a[s] : a->a[s];
+    r.sa[s] = k ? b->sa[s] : a->sa[s];
+#endif
+  }
+  return r;
+}
+
 /* The first FFN_DOWN_PRE K steps of the wave's first slot tile (V4.1-Flash: 4 of its 5 at TP 4, 4 of 9
  * at TP 2) for hidden rows 16rt.., in flight before the task's waits on MID and SMQ (the route table,
  * in LDS since the route stage, names its expert): most of a task's routed weights stream while the
  * gate/up units finish, not after them (spec/mono.md §3.1). */
-DEV_INLINE void ffn_down_prefetch(const struct ffn_ctx *c, __local const struct ffn_route *R, u32 rt,
+DEV_INLINE void ffn_down_prefetch(const struct ffn_ctx *c, __local const struct ffn_route *R, u32 rt, u32 on,
                                   struct ffn_down_pre *pre) {
   const u32 D = c->a->D, I = c->a->I, lane = dev_lane(), wave = dev_wave();
 #pragma unroll
   for (u32 s = 0; s < FFN_DOWN_PRE; s++) {
 #if DEV_ARCH_GFX942
     pre->wq[s] = 0;
-    if (wave < R->ntiles && 4u * s < I / 32u) {
+    if (on && wave < R->ntiles && 4u * s < I / 32u) {
       const u32 e = R->tile_expert[wave];
       dev_buf_t W = dev_buf((__global const void *)(c->a->w2 + (u64)e * D * (I / 2u)), D * (I / 2u));
       pre->wq[s] = gemv942_ld_fp4(W, rt * 8u * I, I / 2u, s, lane);
     }
 #else
     pre->a[s] = 0, pre->sa[s] = 0;
-    if (wave < R->ntiles && s < I / 128u) {
+    if (on && wave < R->ntiles && s < I / 128u) {
       const u32 e = R->tile_expert[wave];
       dev_buf_t W = dev_buf((__global const void *)(c->a->w2 + (u64)e * D * (I / 2u)), D * (I / 2u));
       __global const u8 *WS = (__global const u8 *)c->a->w2_s + (u64)e * D * c->a->w2_cols;
@@ -467,8 +482,9 @@ DEV_INLINE void ffn_down_task(const struct ffn_ctx *c, __local struct ffn_lds *l
   __local struct ffn_lds_down *L = &lds->u.down;
   __local const struct ffn_route *R = &lds->rt;
   const u32 wave = dev_wave();
-  struct ffn_down_pre pre;
-  ffn_down_prefetch(c, R, rt, &pre);
+  struct ffn_down_pre pre, pre2;
+  ffn_down_prefetch(c, R, rt, 1u, &pre);
+  ffn_down_prefetch(c, R, rt2, two, &pre2);
   gemv_wtile sw;
   ffn_down_shared_load(c, rt, &sw);
   ho_flags_wait(ffn_words(c, c->a->L.srdy), 1u, ffn_shared_groups(c), c->tag);
@@ -483,9 +499,14 @@ DEV_INLINE void ffn_down_task(const struct ffn_ctx *c, __local struct ffn_lds *l
     const u32 tile = t0 + wave, tn = ntiles - t0 < 8u ? ntiles - t0 : 8u;
     ho_flags_wait(ffn_words(c, c->a->L.ugf) + t0 * G, 1u, tn * G, c->tag);
     if (tile >= ntiles) continue;
-    /* one copy of the tile's code for both tasks */
+    /* one copy of the tile's code for both tasks (two spilled SGPRs); the pair's preloaded steps
+     * picked by a select, never by a pointer (a register array behind a variable pointer goes to
+     * scratch) */
 #pragma unroll 1
-    for (u32 k = 0; k <= two; k++) ffn_down_tile(c, R, k ? rt2 : rt, tile, &pre, !k && tile == wave, L->contrib[k]);
+    for (u32 k = 0; k <= two; k++) {
+      const struct ffn_down_pre both = ffn_down_pre_of(&pre, &pre2, k);
+      ffn_down_tile(c, R, k ? rt2 : rt, tile, &both, tile == wave, L->contrib[k]);
+    }
   }
   ffn_down_shared(c, lds, rt, &sw, 1u, L->shared[0]);
   ffn_down_combine(c, lds, rt, 1u + two);
