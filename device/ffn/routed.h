@@ -120,7 +120,8 @@ DEV_INLINE void ffn_ug_task(const struct ffn_ctx *c, __local struct ffn_lds *lds
   __local struct ffn_lds_ug *L = &lds->u.ug;
   __local const struct ffn_route *R = &lds->rt;
   const u32 S = c->a->S, D = c->a->D, I = c->a->I, ug = c->a->ug_groups, steps = D / 128u, G = ffn_ngroups(c);
-  const u32 split = ffn_ug_split(c, lds), U = ffn_ug_units(c, lds), unit = split ? task % U : task, h = split ? task / U : 0u;
+  const u32 split = ffn_ug_split(c, lds), U = ffn_ug_units(c, lds);
+  const u32 unit = split ? task % U : task, h = split ? task / U : 0u;
   const u32 tile = unit / G, i0 = 32u * (unit % G), nr = split ? 2u : 4u;
   const u32 e = R->tile_expert[tile], p0 = R->tile_first[tile], n = R->tile_n[tile];
   const u32 nsl = ug == 1u ? 4u : 2u, lane = dev_lane(), wave = dev_wave();
