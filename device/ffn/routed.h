@@ -505,8 +505,8 @@ DEV_INLINE void ffn_down_task(const struct ffn_ctx *c, __local struct ffn_lds *l
      * scratch) */
 #pragma unroll 1
     for (u32 k = 0; k <= two; k++) {
-      const struct ffn_down_pre both = ffn_down_pre_of(&pre, &pre2, k);
-      ffn_down_tile(c, R, k ? rt2 : rt, tile, &both, tile == wave, L->contrib[k]);
+      const struct ffn_down_pre pk = ffn_down_pre_of(&pre, &pre2, k); /* task k's preloaded steps */
+      ffn_down_tile(c, R, k ? rt2 : rt, tile, &pk, tile == wave, L->contrib[k]);
     }
   }
   ffn_down_shared(c, lds, rt, &sw, 1u, L->shared[0]);
