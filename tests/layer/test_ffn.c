@@ -253,19 +253,18 @@ START_TEST(lean_placement_tp2) {
 }
 END_TEST
 
-/* One traced step of the tiny layer (layer 3, TP 2) on `ctas` CTAs with the timeline on, checked against
- * the reference: its trace (hm_trace_free), rank 0's down tasks a CTA (down[cta], from the timeline)
- * and the step's slot tiles. */
-enum { TRACED_TP = 2, TRACED_UG_SLOT = 9, TRACED_DOWN_SLOT = 10 }; /* ffn.cl's stamps */
-static hm_trace traced_step(uint32_t S, uint64_t seed, uint32_t ctas, uint32_t *down, uint32_t *tiles) {
-  hm_layer_config cfg = tl_config("tiny", 3, 0, 0);
-  const uint32_t tp = TRACED_TP;
+/* One traced step of layer cfg at TP tp on `ctas` CTAs with the timeline on, checked against the
+ * reference: its trace (hm_trace_free), rank 0's down tasks a CTA (down[cta], from the timeline) and
+ * the step's slot tiles. */
+enum { TRACED_SHARED_SLOT = 7, TRACED_UG_SLOT = 9, TRACED_DOWN_SLOT = 10 }; /* ffn.cl's stamps */
+static hm_trace traced_step_of(hm_layer_config cfg, uint32_t tp, uint32_t S, uint64_t seed, uint32_t ctas,
+                               uint32_t *down, uint32_t *tiles) {
   hm_ffn_config fc = small_grid;
   fc.ctas = ctas, fc.timeline = true;
   char cus_was[16];
   sim_cus_set("64", cus_was);
   hm_runtime *rt = tl_open_sim();
-  hm_layer_weights w[TRACED_TP];
+  hm_layer_weights w[4];
   tl_build_group(&cfg, tp, seed, HM_WPART_FFN, w);
   hm_ffn_group *g;
   ck_assert_msg(hm_ffn_group_create(rt, w, tp, &fc, &g) == HM_OK, "%s", hm_errmsg());
@@ -296,6 +295,10 @@ static hm_trace traced_step(uint32_t S, uint64_t seed, uint32_t ctas, uint32_t *
   hm_runtime_close(rt);
   sim_cus_restore(cus_was);
   return t;
+}
+/* The tiny layer's (layer 3) at TP 2. */
+static hm_trace traced_step(uint32_t S, uint64_t seed, uint32_t ctas, uint32_t *down, uint32_t *tiles) {
+  return traced_step_of(tl_config("tiny", 3, 0, 0), 2, S, seed, ctas, down, tiles);
 }
 
 /* A CTA's two down tasks run as a pair (device/ffn/routed.h ffn_down_task): each round of slot tiles
@@ -355,6 +358,29 @@ START_TEST(down_pairs_after_halves_tp2) {
     ck_assert_msg(!(odd[k] && down[k] == 2), "CTA %u ran a half 1 and then two down tasks", k);
   }
   ck_assert_uint_eq(pairs, 14);
+  hm_trace_free(&t);
+}
+END_TEST
+
+/* A shared half-task loads all of its K steps before its wait on the norm (device/ffn/shared.h
+ * FFN_SHARED_PRE), so its stream runs under the norm: at V4.1-Flash's D 5120 a wave's five steps.
+ * The trace puts a stage's weight lines at level 0 when they were loaded before any wait. Full
+ * dimensions (32 experts), TP 4, one row: 36 half-tasks on 61 CTAs, one a CTA (a CTA's second task
+ * would load after its first's wait). With one step before the wait, 4 of a wave's 5 load after it. */
+START_TEST(shared_preload_full_dims_tp4) {
+  enum { CTAS = 61 };
+  uint32_t down[CTAS], tiles;
+  hm_trace t = traced_step_of(tl_config("v41-flash", 3, 32, 6), 4, 1, 4100, CTAS, down, &tiles);
+  uint32_t shared = 0;
+  for (uint32_t i = 0; i < t.nstages; i++) {
+    const hm_trace_stage *st = &t.stages[i];
+    if (st->agent != 0 || st->slot != TRACED_SHARED_SLOT || !st->weight_bytes) continue;
+    shared++;
+    ck_assert_msg(st->weight_level_bytes[0] == st->weight_bytes,
+                  "CTA %u's shared half-task: %llu of its %llu weight bytes load before its wait", st->cta,
+                  (unsigned long long)st->weight_level_bytes[0], (unsigned long long)st->weight_bytes);
+  }
+  ck_assert_uint_eq(shared, 36);
   hm_trace_free(&t);
 }
 END_TEST
@@ -779,6 +805,7 @@ Suite *hm_test_suite(void) {
       {"tiny_tp4_rows", tiny_tp4_rows},       {"ug_halves_tp4", ug_halves_tp4},
       {"lean_placement_tp2", lean_placement_tp2},       {"down_pairs_tp2", down_pairs_tp2},
       {"down_pairs_after_halves_tp2", down_pairs_after_halves_tp2},
+      {"shared_preload_full_dims_tp4", shared_preload_full_dims_tp4},
       {"tiny_draft_tp2", tiny_draft_tp2},
       {"replays_bit_identical", replays_bit_identical}, {"lagging_rank_steps", lagging_rank_steps},
       {"full_dims_tp4", full_dims_tp4},
