@@ -296,6 +296,14 @@ static hm_trace traced_step_of(hm_layer_config cfg, uint32_t tp, uint32_t S, uin
   sim_cus_restore(cus_was);
   return t;
 }
+/* Rank 0's records of stage `slot` in t, at most max of them, into out; how many. */
+static uint32_t rank0_stages(const hm_trace *t, uint32_t slot, const hm_trace_stage **out, uint32_t max) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < t->nstages && n < max; i++)
+    if (t->stages[i].agent == 0 && t->stages[i].slot == slot) out[n++] = &t->stages[i];
+  return n;
+}
+
 /* The tiny layer's (layer 3) at TP 2. */
 static hm_trace traced_step(uint32_t S, uint64_t seed, uint32_t ctas, uint32_t *down, uint32_t *tiles) {
   return traced_step_of(tl_config("tiny", 3, 0, 0), 2, S, seed, ctas, down, tiles);
@@ -314,11 +322,11 @@ START_TEST(down_pairs_tp2) {
   uint32_t down[CTAS], tiles;
   hm_trace t = traced_step(2, 2800, CTAS, down, &tiles);
   ck_assert_msg(tiles > 8 && tiles <= 12, "%u slot tiles: the case wants two rounds of one unit a CTA", tiles);
-  uint32_t pairs = 0, seen = 0;
-  for (uint32_t i = 0; i < t.nstages; i++) {
-    const hm_trace_stage *st = &t.stages[i];
-    if (st->agent != 0 || st->slot != TRACED_DOWN_SLOT) continue;
-    seen++;
+  const hm_trace_stage *stages[CTAS];
+  const uint32_t seen = rank0_stages(&t, TRACED_DOWN_SLOT, stages, CTAS);
+  uint32_t pairs = 0;
+  for (uint32_t i = 0; i < seen; i++) {
+    const hm_trace_stage *st = stages[i];
     uint32_t top = HM_TRACE_LEVELS - 1;
     while (top && !st->weight_level_bytes[top]) top--;
     pairs += down[st->cta] == 2;
@@ -371,10 +379,12 @@ START_TEST(shared_preload_full_dims_tp4) {
   enum { CTAS = 61 };
   uint32_t down[CTAS], tiles;
   hm_trace t = traced_step_of(tl_config("v41-flash", 3, 32, 6), 4, 1, 4100, CTAS, down, &tiles);
+  const hm_trace_stage *stages[CTAS];
+  const uint32_t n = rank0_stages(&t, TRACED_SHARED_SLOT, stages, CTAS);
   uint32_t shared = 0;
-  for (uint32_t i = 0; i < t.nstages; i++) {
-    const hm_trace_stage *st = &t.stages[i];
-    if (st->agent != 0 || st->slot != TRACED_SHARED_SLOT || !st->weight_bytes) continue;
+  for (uint32_t i = 0; i < n; i++) {
+    const hm_trace_stage *st = stages[i];
+    if (!st->weight_bytes) continue;
     shared++;
     ck_assert_msg(st->weight_level_bytes[0] == st->weight_bytes,
                   "CTA %u's shared half-task: %llu of its %llu weight bytes load before its wait", st->cta,
