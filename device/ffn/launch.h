@@ -40,21 +40,26 @@ DEV_INLINE void ffn_stages(struct ffn_ctx *c_, __local struct ffn_lds *lds, u32 
   /* Stages in program order (placements: spec/mono.md §3.1; place: handoff.h's ho_place). Each stage
    * and each task starts with ffn_next_stage, which keeps the argument loads it makes inside it (see
    * ffn.h); the stage's task count and placement are computed there too, not held from the kernel's
-   * start. */
-#define FFN_STAGE_PLACED(task, count, place, call) \
-  {                                                \
-    ffn_next_stage(&c);                            \
-    const u32 n_ = (count);                        \
-    const struct ho_place p_ = (place);            \
-    u32 ran_ = dev_in_vgpr(0u);                    \
-    HO_FOR_PLACED(task, n_, p_) {                  \
-      struct ffn_ctx t_ = c;                       \
-      ffn_next_stage(&t_);                         \
-      call;                                        \
-      c.ok = t_.ok;                                \
-      ran_ = dev_in_vgpr(ran_ + 1u);               \
-    }                                              \
-    FFN_TL(n_, ran_);                              \
+   * start. FFN_STAGE_LOOP is the loop (loop: its for-head over n_), a task (or `tasks` of them, as
+   * the down stage's pairs) an iteration on a fresh context t_, counted for the timeline's stamp. */
+#define FFN_STAGE_LOOP(loop, tasks, call)  \
+  {                                        \
+    u32 ran_ = dev_in_vgpr(0u);            \
+    loop {                                 \
+      struct ffn_ctx t_ = c;               \
+      ffn_next_stage(&t_);                 \
+      call;                                \
+      c.ok = t_.ok;                        \
+      ran_ = dev_in_vgpr(ran_ + (tasks));  \
+    }                                      \
+    FFN_TL(n_, ran_);                      \
+  }
+#define FFN_STAGE_PLACED(task, count, place, call)        \
+  {                                                       \
+    ffn_next_stage(&c);                                   \
+    const u32 n_ = (count);                               \
+    const struct ho_place p_ = (place);                   \
+    FFN_STAGE_LOOP(HO_FOR_PLACED(task, n_, p_), 1u, call) \
   }
 #define FFN_STAGE(task, count, base, call) FFN_STAGE_PLACED(task, count, ho_plain(base), call)
 #define S_ (c.a->S)
@@ -93,20 +98,14 @@ DEV_INLINE void ffn_stages(struct ffn_ctx *c_, __local struct ffn_lds *lds, u32 
     /* two at a time (routed.h's ffn_down_task): a pair counts as its two tasks in the timeline */
     ffn_next_stage(&c);
     const u32 n_ = ffn_down_tasks(&c);
-    u32 ran_ = dev_in_vgpr(0u);
-    HO_FOR_TASK_PAIRS(rt, n_, ffn_down_base(&c, lds)) {
-      struct ffn_ctx t_ = c;
-      ffn_next_stage(&t_);
-      ffn_down_task(&t_, lds, rt);
-      c.ok = t_.ok;
-      ran_ = dev_in_vgpr(ran_ + (rt + dev_ncta() < n_ ? 2u : 1u));
-    }
-    FFN_TL(n_, ran_);
+    FFN_STAGE_LOOP(HO_FOR_TASK_PAIRS(rt, n_, ffn_down_base(&c, lds)), rt + dev_ncta() < n_ ? 2u : 1u,
+                   ffn_down_task(&t_, lds, rt))
   }
   /* the MoE output's all-reduce */
   FFN_STAGE(j, NS_, 0u, ffn_reduce(&t_, j))
 #undef FFN_STAGE
 #undef FFN_STAGE_PLACED
+#undef FFN_STAGE_LOOP
 #undef FFN_TL
 #undef FFN_TL_EVERY
 #undef S_

@@ -323,7 +323,7 @@ DEV_INLINE void ffn_down_prefetch(const struct ffn_ctx *c, __local const struct 
 }
 
 /* The wave's steps of the shared down rows 16rt.. (K = Sh: its whole share when the wave's steps fit
- * gemv_wtile, K <= 4096; a larger Sh streams them at the finish), kept across token tiles; the matrix
+ * gemv_wtile, K <= 4096; a larger Sh streams them in ffn_down_shared), kept across token tiles; the matrix
  * made from arguments read here (ffn_next_stage), or LLVM keeps them through the task and spills
  * SGPRs (32 on gfx942). */
 DEV_INLINE void ffn_down_shared_load(const struct ffn_ctx *c, u32 rt, gemv_wtile *sw) {

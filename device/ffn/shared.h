@@ -117,8 +117,9 @@ DEV_INLINE void ffn_shared_run(const ffn_shared_step *w, const gemv_act *x, u32 
  * Gate rows 32cg + 16h.. and up rows Sh + 32cg + 16h.. of sgu (2 row tiles); wave w takes the K steps
  * w, w + 8, ... (§2.0 order; gfx942: each step's blocks by fma, device/gemv.h), its first
  * FFN_SHARED_PRE steps' weights loaded before the wait on the activations; the waves are added
- * 0..7, g and u rounded to bf16, the clamped SiLU. The even half puts its 16 activations a token in tagged pairs (SHV); the odd
- * half, its own stream done, takes them (waiting for each pair's tag), and quantises the group:
+ * 0..7, g and u rounded to bf16, the clamped SiLU. The even half puts its 16 activations a token in
+ * tagged pairs (SHV); the odd half, its own stream done, takes them (waiting for each pair's tag),
+ * and quantises the group:
  * rule-V codes over the 32 columns and their bytes, then the group's SRDY flag. The numbers are the
  * 32-column task's: each column's sums are its own, whichever task makes them. */
 DEV_INLINE void ffn_shared_task(const struct ffn_ctx *c, __local struct ffn_lds *lds, u32 task) {

@@ -265,6 +265,7 @@ static hm_trace traced_step_of(hm_layer_config cfg, uint32_t tp, uint32_t S, uin
   sim_cus_set("64", cus_was);
   hm_runtime *rt = tl_open_sim();
   hm_layer_weights w[4];
+  ck_assert_uint_le(tp, 4);
   tl_build_group(&cfg, tp, seed, HM_WPART_FFN, w);
   hm_ffn_group *g;
   ck_assert_msg(hm_ffn_group_create(rt, w, tp, &fc, &g) == HM_OK, "%s", hm_errmsg());
